@@ -1,0 +1,80 @@
+"""The ``wwwproxy`` console script, run as a user runs it (a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLE = "HTTP://User:p%40ss@WWW.Example.COM:80/a/./b/../%7euser/x%20y;p=1?q=a%20b&amp;r=%2b#frag"
+
+
+def wwwproxy(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    # the console script installed beside this interpreter, as a user runs it
+    script = Path(sys.executable).with_name("wwwproxy")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "wwwproxy"]
+    return subprocess.run([*cmd, *args], input=stdin, capture_output=True, timeout=60, check=False)
+
+
+def test_canon_prints_canonical_cache_name_and_surt() -> None:
+    result = wwwproxy("canon", EXAMPLE)
+    assert result.returncode == 0, result.stderr
+    canonical, name, key = result.stdout.decode().rstrip("\n").split("\t")
+    assert canonical == "http://www.example.com/a/~user/x%20y;p=1?q=a+b&r=%2B"
+    assert name.startswith("http/www.example.com/") and len(name.split("/")[2]) == 22
+    assert key == "(com,example,www,)/a/~user/x%20y;p=1?q=a+b&r=%2b"
+
+
+def test_canon_invalid_url_reports_and_continues() -> None:
+    result = wwwproxy("canon", "http://a b/", "example.com", "http://h:99999/")
+    assert result.returncode == 1
+    lines = result.stdout.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("http://example.com/\t")
+    err = result.stderr.decode()
+    assert "http://a b/" in err and "a space" in err
+    assert "out of range" in err
+
+
+def test_canon_json_in_input_order_with_errors() -> None:
+    result = wwwproxy("canon", "--json", "http://u:p@Example.com/x", "http://[::1/", "/index/")
+    assert result.returncode == 1
+    rows = [json.loads(line) for line in result.stdout.decode().splitlines()]
+    assert [row["input"] for row in rows] == ["http://u:p@Example.com/x", "http://[::1/", "/index/"]
+    first, bad, local = rows
+    assert first["canonical"] == "http://example.com/x"
+    assert first["file"] == "http://u:p@example.com/x"
+    assert first["surt"] == "(com,example,)/x"
+    assert first["cache_name"].startswith("http/example.com/")
+    assert set(bad) == {"input", "error"} and "']'" in bad["error"]
+    assert local["canonical"] == "http://localhost:8080/index/"
+
+
+def test_canon_stdin_bytes() -> None:
+    data = b"http://x/\xff\r\nhttp://b\xc3\xbccher.example/\n\nhttp://b\xfccher.example/\n"
+    result = wwwproxy("canon", "--json", "-", stdin=data)
+    assert result.returncode == 1
+    rows = [json.loads(line) for line in result.stdout.decode("ascii").splitlines()]
+    assert len(rows) == 3
+    assert rows[0]["canonical"] == "http://x/%FF"
+    assert rows[1]["canonical"] == "http://xn--bcher-kva.example/"
+    assert rows[1]["surt"] == "(example,bücher,)/"
+    assert "UTF-8" in rows[2]["error"]
+    # the input is given back exactly: undecodable bytes as surrogate escapes
+    assert rows[2]["input"].encode("utf-8", "surrogateescape") == b"http://b\xfccher.example/"
+
+
+def test_canon_mixes_arguments_and_stdin_in_order() -> None:
+    result = wwwproxy("canon", "a.com", "-", "c.com", stdin=b"b.com\n")
+    assert result.returncode == 0
+    hosts = [line.split("\t")[0] for line in result.stdout.decode().splitlines()]
+    assert hosts == ["http://a.com/", "http://b.com/", "http://c.com/"]
+
+
+@pytest.mark.parametrize("args", [[], ["canon"], ["nonsense"]])
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    result = wwwproxy(*args)
+    assert result.returncode == 2
+    assert b"usage" in result.stderr
