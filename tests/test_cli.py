@@ -78,3 +78,55 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
     result = wwwproxy(*args)
     assert result.returncode == 2
     assert b"usage" in result.stderr
+
+
+def test_canon_post_body_shows_archive_key(tmp_path: Path) -> None:
+    body = tmp_path / "body"
+    body.write_bytes(b"hello")
+    result = wwwproxy("canon", "--method", "post", "--body", str(body), "http://Example.org/chat")
+    assert result.returncode == 0, result.stderr
+    key, name, surt_key = result.stdout.decode().rstrip("\n").split("\t")
+    assert key == "http://example.org/chat?__wb_method=POST&__wb_post_data=aGVsbG8="
+    assert surt_key == "(org,example,)/chat?__wb_method=post&__wb_post_data=agvsbg8="
+    get = wwwproxy("canon", "http://Example.org/chat").stdout.decode().split("\t")
+    assert name != get[1]  # another request, another cache file
+
+
+def test_canon_json_body_from_stdin() -> None:
+    result = wwwproxy(
+        "canon",
+        "--json",
+        "--method",
+        "PUT",
+        "--content-type",
+        "application/json; charset=utf-8",
+        "--body",
+        "-",
+        "http://example.org/e?x",
+        stdin=b'{"a": [1, "x y"], "b": null}',
+    )
+    assert result.returncode == 0, result.stderr
+    row = json.loads(result.stdout)
+    assert row["key"] == "http://example.org/e?x&__wb_method=PUT&a=1&a.2_=x+y&b=None"
+    assert row["surt"] == "(org,example,)/e?x&__wb_method=put&a=1&a.2_=x+y&b=none"
+    assert row["canonical"] == "http://example.org/e?x"
+
+
+def test_canon_get_key_is_the_file_string() -> None:
+    row = json.loads(wwwproxy("canon", "--json", "http://u@h/").stdout)
+    assert row["key"] == row["file"] == "http://u@h/"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--method", "P T", "x.com"],
+        ["--body", "/nonexistent/body", "x.com"],
+        ["--body", "-", "-"],
+    ],
+)
+def test_canon_bad_request_options_exit_2(args: list[str]) -> None:
+    result = wwwproxy("canon", *args, stdin=b"")
+    assert result.returncode == 2
+    assert result.stdout == b""
+    assert b"wwwproxy canon:" in result.stderr

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 
 from . import __version__
 from .url import InvalidURL, cache_name, canonicalize, surt
+from .url.requestkey import request_key
 
 __all__ = ["main"]
 
@@ -29,8 +30,31 @@ def _display(value: str | bytes) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
 
 
+def _read_body(name: str | None) -> bytes:
+    if name is None:
+        return b""
+    if name == "-":
+        return sys.stdin.buffer.read()
+    with open(name, "rb") as f:
+        return f.read()
+
+
 def cmd_canon(args: argparse.Namespace) -> int:
-    """Print each URL's canonical form, cache file name and SURT key."""
+    """Print each URL's canonical form (or request key), cache file name and SURT key."""
+    if args.body == "-" and "-" in args.urls:
+        print("wwwproxy canon: --body - and URL - cannot both read stdin", file=sys.stderr)
+        return 2
+    method = (args.method or "GET").upper()
+    try:
+        body = _read_body(args.body)
+        request_key("http://x/", method)  # validates the method once, before any output
+    except OSError as exc:
+        print(f"wwwproxy canon: cannot read --body {args.body}: {exc.strerror}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"wwwproxy canon: --method: {exc}", file=sys.stderr)
+        return 2
+    show_key = args.method is not None or args.body is not None
     status = 0
     out = sys.stdout
     for raw in _canon_inputs(args.urls):
@@ -45,18 +69,20 @@ def cmd_canon(args: argparse.Namespace) -> int:
                 out.flush()
                 print(f"wwwproxy canon: {exc}", file=sys.stderr, flush=True)
             continue
-        key = url.file
+        key = request_key(url.file, method, args.content_type, body)
         row = {
             "input": shown,
             "canonical": url.canonical,
             "file": url.file,
+            "key": key,
             "cache_name": cache_name(url, key),
             "surt": surt(key),
         }
         if args.json:
             out.write(json.dumps(row) + "\n")
         else:
-            out.write(f"{row['canonical']}\t{row['cache_name']}\t{row['surt']}\n")
+            first = key if show_key else url.canonical
+            out.write(f"{first}\t{row['cache_name']}\t{row['surt']}\n")
     out.flush()
     return status
 
@@ -73,8 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
         "canon",
         help="show the canonical URL, cache file name and SURT key of URLs",
         description="Print, per URL, the canonical URL, the cache file name and the CDXJ "
-        "SURT key, tab-separated. '-' reads URLs from stdin, one per line. Exit status 1 "
-        "if any URL is invalid (the others still print).",
+        "SURT key, tab-separated. '-' reads URLs from stdin, one per line. With --method or "
+        "--body, the first column is the request's archive key instead of the canonical URL. "
+        "Exit status 1 if any URL is invalid (the others still print).",
     )
     canon.add_argument("urls", nargs="+", metavar="URL", help="a URL, or - for stdin")
     canon.add_argument("--json", action="store_true", help="one JSON object per input")
@@ -83,6 +110,16 @@ def build_parser() -> argparse.ArgumentParser:
         default="localhost:8080",
         metavar="HOST:PORT",
         help="the proxy's own host[:port], used for path-only URLs (default %(default)s)",
+    )
+    canon.add_argument(
+        "--method",
+        metavar="M",
+        help="show the archive key of a request with this method (the first column becomes "
+        "the key: method and body folded in as pywb does)",
+    )
+    canon.add_argument("--content-type", metavar="T", help="the request body's Content-Type")
+    canon.add_argument(
+        "--body", metavar="FILE", help="the request body, read from FILE (- = stdin)"
     )
     canon.set_defaults(func=cmd_canon)
     return parser
