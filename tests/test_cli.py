@@ -130,3 +130,56 @@ def test_canon_bad_request_options_exit_2(args: list[str]) -> None:
     assert result.returncode == 2
     assert result.stdout == b""
     assert b"wwwproxy canon:" in result.stderr
+
+
+def _populate(root: Path) -> None:
+    from wwwproxy.archive.store import Store
+    from wwwproxy.url import canonicalize
+
+    store = Store(root)
+    for i in range(3):
+        url = canonicalize(f"http://example.com/{i}")
+        rec = store.recorder(url, url.file, method="GET", request_headers=[], request_body=b"")
+        rec.write(b"body %d" % i)
+        rec.finish(200, "OK", [("Content-Type", "text/plain")])
+
+
+def test_index_rebuild_and_check(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    _populate(cache)
+    result = wwwproxy("index", "check", "--cache", str(cache))
+    assert result.returncode == 0, result.stdout + result.stderr
+    (cache / "index" / "journal.cdxj").unlink()
+    result = wwwproxy("index", "check", "--cache", str(cache))
+    assert result.returncode == 1
+    assert result.stdout.decode().count("record not in the index") == 3
+    result = wwwproxy("index", "rebuild", "--cache", str(cache))
+    assert result.returncode == 0, result.stderr
+    assert b"3 records" in result.stdout
+    assert wwwproxy("index", "check", "--cache", str(cache)).returncode == 0
+
+
+def test_index_check_names_file_and_line(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    _populate(cache)
+    journal = cache / "index" / "journal.cdxj"
+    with open(journal, "ab") as f:
+        f.write(b"garbage line\n")
+    lines = journal.read_bytes().count(b"\n")
+    result = wwwproxy("index", "check", "--cache", str(cache))
+    assert result.returncode == 1
+    assert f"{journal}:{lines}:".encode() in result.stdout
+
+
+def test_index_uses_config_cache(tmp_path: Path) -> None:
+    cache = tmp_path / "elsewhere"
+    _populate(cache)
+    conf = tmp_path / "w.yaml"
+    conf.write_text(f"cache: {cache}\n")
+    result = wwwproxy("index", "rebuild", "-c", str(conf))
+    assert result.returncode == 0 and b"3 records" in result.stdout
+    conf.write_text("cache: [1, 2]\nbogus: 1\n")
+    result = wwwproxy("index", "rebuild", "-c", str(conf))
+    assert result.returncode == 2
+    assert f"{conf}:1: key 'cache'".encode() in result.stderr
+    assert f"{conf}:2: unknown key 'bogus'".encode() in result.stderr

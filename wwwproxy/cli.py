@@ -6,8 +6,11 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 from . import __version__
+from .archive.store import Store
+from .config import ConfigError, load_config
 from .url import InvalidURL, cache_name, canonicalize, surt
 from .url.requestkey import request_key
 
@@ -87,6 +90,47 @@ def cmd_canon(args: argparse.Namespace) -> int:
     return status
 
 
+def _cache_dir(args: argparse.Namespace) -> Path:
+    """``--cache`` if given, else the config file's ``cache`` (relative to the working dir)."""
+    if getattr(args, "cache", None):
+        return Path(args.cache)
+    return load_config(getattr(args, "config", None)).cache
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    """Rebuild the CDXJ index from the WARC files, or check it line by line."""
+    try:
+        root = _cache_dir(args)
+    except ConfigError as exc:
+        print(f"wwwproxy index: {exc}", file=sys.stderr)
+        return 2
+    if not root.is_dir():
+        print(f"wwwproxy index: {root}: no such cache directory", file=sys.stderr)
+        return 2
+    store = Store(root)
+    if args.action == "rebuild":
+        count, problems = store.rebuild_index()
+        for problem in problems:
+            print(f"warning: {problem}", file=sys.stderr)
+        print(f"{store.index.index_path}: {count} records from {root}")
+        return 0
+    problems = store.check_index()
+    for problem in problems:
+        print(problem)
+    print(
+        f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in {store.index.directory}",
+        file=sys.stderr,
+    )
+    return 1 if problems else 0
+
+
+def _add_cache_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-c", "--config", metavar="FILE", help="configuration file (default conf/wwwproxy.yaml)"
+    )
+    parser.add_argument("--cache", metavar="DIR", help="cache directory (overrides the config)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wwwproxy",
@@ -122,6 +166,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--body", metavar="FILE", help="the request body, read from FILE (- = stdin)"
     )
     canon.set_defaults(func=cmd_canon)
+
+    index = sub.add_parser(
+        "index",
+        help="rebuild or check the CDXJ index of the cache",
+        description="rebuild: write a new sorted index from every WARC file in the cache "
+        "(atomic: the old index serves until the new one is in place). check: validate every "
+        "index line and its reference, and report records the index lacks; prints "
+        "file:line: problem and exits 1 if there are any.",
+    )
+    index.add_argument("action", choices=("rebuild", "check"))
+    _add_cache_options(index)
+    index.set_defaults(func=cmd_index)
     return parser
 
 

@@ -1,0 +1,374 @@
+"""The cache facade over real files: WARC + CDXJ written, read back with warcio, crash-cut."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from wwwproxy.archive.store import Store, StoreError
+from wwwproxy.url import canonicalize, surt
+from wwwproxy.url.requestkey import request_key
+
+T0 = datetime(2026, 11, 22, 5, 4, 30, 123456, tzinfo=UTC)
+
+
+def put(
+    store: Store,
+    url_text: str,
+    body: bytes,
+    *,
+    status: int = 200,
+    headers: list[tuple[str, str]] | None = None,
+    method: str = "GET",
+    request_body: bytes = b"",
+    content_type: str | None = None,
+    date: datetime = T0,
+):
+    url = canonicalize(url_text)
+    key = request_key(url.file, method, content_type, request_body)
+    rec = store.recorder(
+        url,
+        key,
+        method=method,
+        request_headers=[("Host", url.hostport), ("Content-Type", content_type or "text/plain")],
+        request_body=request_body,
+        date=date,
+    )
+    for i in range(0, len(body), 7):  # streamed in small pieces
+        rec.write(body[i : i + 7])
+    hdrs = headers if headers is not None else [("Content-Type", "text/html; charset=utf-8")]
+    lines = rec.finish(status, "OK", [*hdrs, ("Content-Length", str(len(body)))])
+    return url, key, lines
+
+
+def warcio_records(path: Path) -> list:
+    out = []
+    with open(path, "rb") as f:
+        for record in ArchiveIterator(f):
+            out.append(
+                (
+                    record.rec_type,
+                    record.rec_headers.get_header("WARC-Target-URI"),
+                    record.http_headers.get_statuscode() if record.http_headers else None,
+                    record.content_stream().read(),
+                )
+            )
+    return out
+
+
+def warcio_check(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "warcio.cli", "check", "-v", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_put_then_get_round_trips_exact_bytes(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    body = b"<html><title>x</title>" + bytes(range(256)) * 40 + b"</html>"
+    url, key, lines = put(store, "http://Example.com/a?b=1", body)
+    entry = store.get(url)
+    assert entry is not None
+    assert entry.status == 200 and entry.reason == "OK"
+    assert ("Content-Type", "text/html; charset=utf-8") in entry.headers
+    assert entry.date == T0
+    with entry.open_body() as f:
+        assert f.read() == body
+    path = store.path_for(url)
+    assert path == tmp_path / "http" / "example.com" / (path.name)
+    assert path.name.endswith(".warc.gz") and len(path.name) == 22 + len(".warc.gz")
+    # warcio reads it back to the exact bytes, and its checker passes every digest
+    records = warcio_records(path)
+    assert [r[0] for r in records] == ["request", "response"]
+    assert records[1][1] == "http://example.com/a?b=1"
+    assert records[1][3] == body
+    check = warcio_check(path)
+    assert check.returncode == 0 and "digest pass" in check.stdout, check.stdout + check.stderr
+    # and the index line points at the response record
+    assert len(lines) == 1
+    line = lines[0]
+    assert line.key == "(com,example,)/a?b=1"
+    assert line.timestamp == "2026-11-22T05:04:30.123456Z"
+    assert line.fields["hsc"] == 200 and line.fields["mct"] == "text/html"
+    stored = store.get_at(line.ref)
+    assert stored.rec_type == "response" and stored.offset == line.warcfile[1]
+
+
+def test_warcfile_name_is_unique_and_resolvable(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    url, key, lines = put(store, "http://[::1]:8080/x", b"hi")
+    name, offset = lines[0].warcfile
+    assert "/" not in name
+    assert store.resolve_warcfile(name) == store.path_for(url, key)
+    for bad in ("../x~y~z.warc.gz", "a~b.warc.gz", "a~..~z.warc.gz", "a~b~c", "a~b/c~d.warc.gz"):
+        with pytest.raises(StoreError):
+            store.resolve_warcfile(bad)
+
+
+def test_same_payload_is_recorded_as_revisit(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    url, key, _ = put(store, "http://example.com/", b"same body", date=T0)
+    _, _, lines = put(store, "http://example.com/", b"same body", date=T0 + timedelta(hours=1))
+    assert lines[0].record_type == "revisit"
+    assert lines[0].fields["rod"] == "2026-11-22T05:04:30.123456Z"
+    assert lines[0].fields["rou"] == "http://example.com/"
+    entry = store.get(url)
+    assert entry is not None and entry.date == T0 + timedelta(hours=1)
+    with entry.open_body() as f:
+        assert f.read() == b"same body"
+    _, _, lines = put(store, "http://example.com/", b"new body", date=T0 + timedelta(hours=2))
+    assert lines[0].record_type == "response"
+    types = [r[0] for r in warcio_records(store.path_for(url))]
+    assert types == ["request", "response", "request", "revisit", "request", "response"]
+    assert [c.record_type for c in store.captures(key)] == ["response", "revisit", "response"]
+    assert warcio_check(store.path_for(url)).returncode == 0
+
+
+def test_get_at_a_time_travels(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    url, _, _ = put(store, "http://example.com/t", b"v1", date=T0)
+    put(store, "http://example.com/t", b"v2", date=T0 + timedelta(days=1))
+    entry = store.get(url, at=T0 + timedelta(hours=5))
+    assert entry is not None
+    with entry.open_body() as f:
+        assert f.read() == b"v1"
+    assert store.get(url, at=T0 - timedelta(seconds=1)) is None
+
+
+def test_304_is_recorded_but_not_served(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    url, _, _ = put(store, "http://example.com/c", b"content", date=T0)
+    put(store, "http://example.com/c", b"", status=304, date=T0 + timedelta(minutes=1))
+    entry = store.get(url)
+    assert entry is not None and entry.status == 200
+    with entry.open_body() as f:
+        assert f.read() == b"content"
+
+
+def test_non_get_served_only_for_equal_method_and_body(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    form = "application/x-www-form-urlencoded"
+    url, key, lines = put(
+        store,
+        "http://example.com/s",
+        b"result",
+        method="POST",
+        request_body=b"q=1",
+        content_type=form,
+    )
+    assert key == "http://example.com/s?__wb_method=POST&q=1"
+    assert lines[0].key == "(com,example,)/s?__wb_method=post&q=1"
+    assert store.lookup(url, key, "POST", b"q=1") is not None
+    assert store.lookup(url, key, "PUT", b"q=1") is None
+    # a body that encodes to the same key (cut at 4096 characters) is another request
+    long_a = b"q=" + b"a" * 5000
+    long_b = b"q=" + b"a" * 4999 + b"b"
+    url2, key2, _ = put(
+        store, "http://example.com/s", b"r", method="POST", request_body=long_a, content_type=form
+    )
+    assert request_key(url2.file, "POST", form, long_b) == key2
+    assert store.lookup(url2, key2, "POST", long_a) is not None
+    assert store.lookup(url2, key2, "POST", long_b) is None
+    # GET of the same URL is another key, another file
+    assert store.get(url) is None
+
+
+def test_listing_by_prefix_and_host(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    for u in (
+        "http://example.com/a",
+        "http://example.com/b",
+        "http://www.example.com/",
+        "http://example.org/",
+    ):
+        put(store, u, u.encode())
+    assert [r.uri for r in store.list_prefix("(com,example,)/")] == [
+        "http://example.com/a",
+        "http://example.com/b",
+    ]
+    assert len(list(store.list_prefix("(com,example,"))) == 3
+    assert len(list(store.list_host("http", "example.com"))) == 2
+    assert list(store.list_host("http", "..")) == []
+
+
+def test_delete_removes_file_and_index_lines(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    url, key, _ = put(store, "http://example.com/gone", b"x")
+    other, _, _ = put(store, "http://example.com/kept", b"y")
+    assert store.delete(url) is True
+    assert not store.path_for(url).exists()
+    assert store.get(url) is None
+    assert store.captures(key) == []
+    assert store.get(other) is not None
+    assert [r.uri for r in store.list_prefix("(com,example,)/")] == ["http://example.com/kept"]
+    assert store.delete(url) is False
+
+
+def test_rebuild_restores_index_and_check_is_clean(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    put(store, "http://example.com/1", b"one")
+    put(store, "http://example.com/1", b"one", date=T0 + timedelta(seconds=1))
+    put(
+        store,
+        "http://example.com/2",
+        b"two",
+        method="PUT",
+        request_body=b"{}",
+        content_type="application/json",
+    )
+    before = sorted(r.to_line() for r in store.list_prefix(""))
+    assert store.check_index() == []
+    for path in store.index.files():
+        path.unlink(missing_ok=True)
+    assert list(store.list_prefix("")) == []
+    count, problems = store.rebuild_index()
+    assert problems == []
+    assert count == 3
+    assert sorted(r.to_line() for r in store.list_prefix("")) == before
+    assert store.check_index() == []
+
+
+def test_check_reports_bad_lines_and_refs_with_places(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    url, key, lines = put(store, "http://example.com/x", b"x")
+    journal = store.index.journal_path
+    good = lines[0].to_line()
+    bad_ref = good.replace(lines[0].ref, lines[0].ref.split("#")[0] + "#99999")
+    missing = good.replace("http~example.com~", "http~example.net~")
+    n = journal.read_bytes().count(b"\n")  # the header and the good line
+    with open(journal, "a", encoding="utf-8") as f:
+        f.write("not a cdxj line\n")
+        f.write(bad_ref)
+        f.write(missing)
+    problems = store.check_index()
+    text = "\n".join(problems)
+    assert f"{journal}:{n + 1}:" in text  # the malformed line, with file:line
+    assert f"{journal}:{n + 2}: ref" in text and "99999" in text
+    assert f"{journal}:{n + 3}: ref" in text and "No such file" in text
+    # the store keeps serving
+    assert store.get(url) is not None
+
+
+def cut(path: Path, size: int) -> None:
+    with open(path, "r+b") as f:
+        f.truncate(size)
+
+
+def test_warc_cut_anywhere_loses_only_the_record_being_written(tmp_path: Path) -> None:
+    """kill -9 mid-write, simulated: the file cut at every position of its last exchange."""
+    store = Store(tmp_path / "c")
+    url, _, _ = put(store, "http://example.com/k", b"first version", date=T0)
+    path = store.path_for(url)
+    size_one = path.stat().st_size
+    put(store, "http://example.com/k", b"second version" * 50, date=T0 + timedelta(seconds=1))
+    full = path.read_bytes()
+    positions = range(size_one, len(full), max(1, (len(full) - size_one) // 60))
+    for pos in positions:
+        path.write_bytes(full[:pos])
+        entry = store.get(url)
+        assert entry is not None, pos
+        with entry.open_body() as f:
+            assert f.read() == b"first version", pos  # never the torn second record
+        count, _ = store.rebuild_index()
+        assert count == 1, pos
+    # and the next write after a cut lands readable
+    path.write_bytes(full[: size_one + 10])
+    put(store, "http://example.com/k", b"third", date=T0 + timedelta(seconds=2))
+    entry = store.get(url)
+    assert entry is not None
+    with entry.open_body() as f:
+        assert f.read() == b"third"
+    assert warcio_check(path).returncode == 0
+    assert [r[3] for r in warcio_records(path) if r[0] == "response"] == [
+        b"first version",
+        b"third",
+    ]
+
+
+def test_journal_cut_anywhere_keeps_earlier_lines(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    put(store, "http://example.com/1", b"one")
+    first = store.index.journal_path.read_bytes()
+    put(store, "http://example.com/2", b"two")
+    full = store.index.journal_path.read_bytes()
+    for pos in range(len(first), len(full)):
+        store.index.journal_path.write_bytes(full[:pos])
+        uris = [r.uri for r in Store(tmp_path).list_prefix("")]
+        assert uris[:1] == ["http://example.com/1"], pos
+        assert "http://example.com/2" not in uris or pos == len(full), pos
+    count, _ = store.rebuild_index()
+    assert count == 2
+
+
+def test_malformed_warc_files_do_not_crash_the_store(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    url, _, _ = put(store, "http://example.com/m", b"m")
+    path = store.path_for(url)
+    for garbage in (b"", b"not gzip at all", os.urandom(300), b"\x1f\x8b\x08\x00garbage"):
+        path.write_bytes(garbage)
+        assert store.get(url) is None
+        count, problems = store.rebuild_index()
+        assert count == 0
+        if garbage:
+            assert problems and str(path) in problems[0]
+
+
+def test_large_body_is_spooled_not_held(tmp_path: Path) -> None:
+    import tracemalloc
+
+    store = Store(tmp_path)
+    url = canonicalize("http://example.com/big")
+    rec = store.recorder(url, url.file, method="GET", request_headers=[], request_body=b"")
+    chunk = os.urandom(64 * 1024)
+    tracemalloc.start()
+    for _ in range(160):  # 10 MiB
+        rec.write(chunk)
+    rec.finish(200, "OK", [("Content-Type", "application/octet-stream")])
+    entry = store.get(url)
+    assert entry is not None
+    total = 0
+    with entry.open_body() as f:
+        while data := f.read(65536):
+            total += len(data)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert total == 160 * len(chunk)
+    assert peak < 4 * 1024 * 1024, peak
+
+
+def test_index_key_is_surt_of_archive_key(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    url, key, lines = put(store, "http://bücher.example/ü", b"x")
+    assert lines[0].key == surt(key) == "(example,bücher,)/%c3%bc"
+    assert lines[0].uri == "http://xn--bcher-kva.example/%C3%BC"
+
+
+def test_request_record_holds_method_and_body(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    url, key, _ = put(
+        store,
+        "http://example.com/p",
+        b"ok",
+        method="POST",
+        request_body=b"a=1&b=2",
+        content_type="application/x-www-form-urlencoded",
+    )
+    with open(store.path_for(url, key), "rb") as f:
+        records = list(ArchiveIterator(f))
+    # (ArchiveIterator streams; the records were consumed in order, check the first by reading)
+    with open(store.path_for(url, key), "rb") as f:
+        it = ArchiveIterator(f)
+        req = next(iter(it))
+        assert req.rec_type == "request"
+        assert req.http_headers.protocol == "POST"
+        assert req.content_stream().read() == b"a=1&b=2"
+    assert len(records) == 2

@@ -1,0 +1,115 @@
+"""Configuration: defaults, validation with file:line:key errors, the shipped file."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+import pytest
+
+from wwwproxy.config import Config, ConfigError, load_config, parse_config, parse_hostport
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_shipped_config_loads_and_is_safe() -> None:
+    config = load_config(ROOT / "conf" / "wwwproxy.yaml")
+    assert config.listen_host == "127.0.0.1"
+    assert config.listen_port == 8080
+    assert config.mode == "online"
+    assert ipaddress.ip_address("10.0.0.1") not in config.allowed_clients[0]
+
+
+def test_defaults_without_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = load_config()
+    assert config == Config()
+    assert config.listen == "127.0.0.1:8080"
+
+
+def test_every_key_parses() -> None:
+    config = parse_config(
+        """
+listen: "[::1]:3128"
+cache: /var/cache/wwwproxy
+mode: autodial
+names: [Proxy.LAN]
+allowed_clients: [127.0.0.0/8, 192.168.1.0/24]
+connect_ports: [443, 8443]
+password: secret
+connect_timeout: 5
+read_timeout: 30.5
+finish_on_disconnect: false
+freshness:
+  - pattern: '\\.css$'
+    max_age: 3600
+urldb: /srv/urldb
+"""
+    )
+    assert (config.listen_host, config.listen_port) == ("::1", 3128)
+    assert config.listen == "[::1]:3128"
+    assert config.cache == Path("/var/cache/wwwproxy")
+    assert config.names == ("proxy.lan",)
+    assert config.connect_ports == (443, 8443)
+    assert config.read_timeout == 30.5
+    assert config.finish_on_disconnect is False
+    assert config.freshness[0].max_age == 3600
+    assert config.freshness[0].regex.search("http://h/a.css")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("mode: sleepy\n", "x.yaml:1: key 'mode': expected one of online, offline, autodial"),
+        ("listen: 'h:99999'\n", "x.yaml:1: key 'listen'"),
+        ("a: 1\nlistne: x\n", "x.yaml:2: unknown key 'listne'"),
+        ("connect_ports: [443, 0]\n", "x.yaml:1: key 'connect_ports'"),
+        ("allowed_clients: [300.1.1.1/8]\n", "bad network"),
+        ("read_timeout: -1\n", "positive number of seconds"),
+        ("finish_on_disconnect: maybe\n", "expected true or false"),
+        ("freshness:\n  - pattern: '('\n    max_age: 1\n", "x.yaml:2: bad pattern"),
+        ("freshness:\n  - max_age: 1\n", "exactly 'pattern' and 'max_age'"),
+        ("listen: [\n", "not valid YAML"),
+        ("- a\n- b\n", "must be a mapping"),
+    ],
+)
+def test_bad_config_is_refused_with_place(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, "x.yaml")
+    assert message in str(info.value)
+
+
+def test_all_problems_reported_at_once() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config("mode: x\nport: 1\nread_timeout: no\n", "c.yaml")
+    lines = str(info.value).splitlines()
+    assert [line.split(":")[1] for line in lines] == ["1", "2", "3"]
+
+
+def test_missing_named_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"mode: \xff\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_config(bad)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("127.0.0.1:8080", ("127.0.0.1", 8080)),
+        (":3128", ("127.0.0.1", 3128)),
+        ("localhost", ("localhost", 8080)),
+        ("[::1]:81", ("::1", 81)),
+        ("::1", ("::1", 8080)),
+    ],
+)
+def test_parse_hostport(text: str, expected: tuple[str, int]) -> None:
+    assert parse_hostport(text) == expected
+
+
+@pytest.mark.parametrize("text", ["h:0", "h:x", "[::1", "[::1]x", "h:１"])
+def test_parse_hostport_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_hostport(text)

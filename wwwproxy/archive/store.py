@@ -1,0 +1,446 @@
+"""The cache facade: put and get exchanges by canonical URL and archive key.
+
+Layout (shared/DESIGN.md): ``<root>/<proto>/<host[:port]>/<hash>.warc.gz`` holds one archive
+key's records, newest last; ``<root>/index/`` holds the CDXJ index.  Serving needs no global
+index (URL -> file -> newest record); the index adds time order, prefix ranges and listings, and
+can always be rebuilt from the WARC files.
+
+A CDXJ ``ref`` is ``warcfile:NAME#OFFSET``.  NAME must be unique and resolvable without another
+index, so it is the file's path below the root with ``/`` written as ``~`` (a byte that no
+scheme, host or hash contains): ``http~www.example.com~8XdxEfXQ8cgf+gTedREo+g.warc.gz``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO
+
+from ..url import URL, cache_name, surt
+from .cdxj import CDXJError, CDXJRecord, Index, make_ref, parse_ref
+from .warc import (
+    CachedResponse,
+    HTTPRequest,
+    HTTPResponse,
+    RecordInfo,
+    StoredRecord,
+    WARCFormatError,
+    append_exchange,
+    build_exchange,
+    newest_response,
+    read_record_at,
+    read_records,
+    sanitize_headers,
+    sha1_base32,
+)
+
+__all__ = ["WARC_SUFFIX", "CachedEntry", "Recorder", "Store", "StoreError"]
+
+log = logging.getLogger(__name__)
+
+WARC_SUFFIX = ".warc.gz"
+_NAME_SEP = "~"
+_SPOOL_MEMORY = 1024 * 1024  # response bodies above this spool to a file in <root>/tmp
+_SEGMENT = re.compile(r"[A-Za-z0-9+.\-_:\[\]]+")
+_INDEXED_TYPES = ("response", "revisit")
+_HEADER_VALUE_LIMIT = 1024
+
+
+class StoreError(Exception):
+    """A store operation that cannot be done; the message says what and where."""
+
+
+def _servable(record: StoredRecord) -> bool:
+    """A 304 has no body of its own: it is recorded, but never replayed as the resource."""
+    return record.status != 304
+
+
+@dataclass(frozen=True)
+class CachedEntry:
+    """A stored response ready to replay: status line, headers and a body read from disk."""
+
+    key: str
+    target_uri: str
+    status: int
+    reason: str
+    headers: tuple[tuple[str, str], ...]
+    date: datetime
+    payload_length: int
+    record_id: str
+    request_method: str | None
+    _cached: CachedResponse
+
+    @property
+    def has_validators(self) -> bool:
+        names = {n.lower() for n, _ in self.headers}
+        return "etag" in names or "last-modified" in names
+
+    def open_body(self) -> BinaryIO:
+        """The payload as stored (still Content-Encoded as the origin sent it)."""
+        return self._cached.open_body()
+
+    def request_body(self) -> bytes:
+        """The recorded request's body (to tell apart non-GET requests sharing a key)."""
+        request = self._cached.request
+        if request is None:
+            return b""
+        from .warc import open_payload
+
+        with open_payload(request) as f:
+            return f.read()
+
+    @classmethod
+    def from_cached(cls, key: str, cached: CachedResponse) -> CachedEntry:
+        response = cached.response
+        start = response.http_start_line or ""
+        parts = start.split(" ", 2)
+        reason = parts[2] if len(parts) == 3 else ""
+        request = cached.request
+        return cls(
+            key=key,
+            target_uri=response.target_uri or "",
+            status=response.status or 200,
+            reason=reason,
+            headers=tuple(response.http_headers),
+            date=cached.date,
+            payload_length=cached.payload_record.payload_length,
+            record_id=response.record_id,
+            request_method=request.method if request is not None else None,
+            _cached=cached,
+        )
+
+
+class Recorder:
+    """Collects one response body as it streams (spooled, never whole in memory) and writes
+    the exchange when the body is complete.  ``finish`` blocks: call it in a thread."""
+
+    def __init__(
+        self,
+        store: Store,
+        url: URL,
+        key: str,
+        *,
+        method: str,
+        request_headers: Sequence[tuple[str, str]],
+        request_body: bytes,
+        date: datetime | None = None,
+    ) -> None:
+        self.store = store
+        self.url = url
+        self.key = key
+        self.method = method
+        self.request_headers = list(request_headers)
+        self.request_body = request_body
+        self.date = date or datetime.now(UTC)
+        store.tmp_dir.mkdir(parents=True, exist_ok=True)
+        self._spool: BinaryIO | None = tempfile.SpooledTemporaryFile(  # noqa: SIM115
+            max_size=_SPOOL_MEMORY, dir=store.tmp_dir
+        )
+        self.size = 0
+
+    def write(self, chunk: bytes) -> None:
+        if self._spool is None:
+            raise StoreError("recorder already finished")
+        self._spool.write(chunk)
+        self.size += len(chunk)
+
+    def finish(
+        self, status: int, reason: str, headers: Sequence[tuple[str, str]]
+    ) -> list[CDXJRecord]:
+        if self._spool is None:
+            raise StoreError("recorder already finished")
+        spool, self._spool = self._spool, None
+        try:
+            spool.seek(0)
+            return self.store.put(
+                self.url,
+                self.key,
+                HTTPRequest(
+                    self.method,
+                    self.request_headers,
+                    self.request_body,
+                    target=self.url.path_args,
+                ),
+                HTTPResponse(status, reason, sanitize_headers(headers), spool),
+                date=self.date,
+            )
+        finally:
+            spool.close()
+
+    def abort(self) -> None:
+        """Drop a body that did not complete: a torn response is never stored."""
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
+
+
+class Store:
+    """The cache directory."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.index = Index(self.root / "index")
+        self.tmp_dir = self.root / "tmp"
+
+    # --- names -------------------------------------------------------------------------------
+
+    def path_for(self, url: URL, key: str | None = None) -> Path:
+        return self.root / (cache_name(url, key) + WARC_SUFFIX)
+
+    def warcfile_name(self, path: Path) -> str:
+        rel = path.relative_to(self.root)
+        return _NAME_SEP.join(rel.parts)
+
+    def resolve_warcfile(self, name: str) -> Path:
+        """The cache file a ``warcfile:`` NAME refers to; StoreError if it cannot be ours."""
+        parts = name.split(_NAME_SEP)
+        if (
+            len(parts) != 3
+            or not name.endswith(WARC_SUFFIX)
+            or not all(_SEGMENT.fullmatch(p) and p not in (".", "..") for p in parts)
+            or ".." in name
+        ):
+            raise StoreError(f"warcfile name {name!r} is not a cache file name")
+        return self.root.joinpath(*parts)
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def recorder(
+        self,
+        url: URL,
+        key: str,
+        *,
+        method: str,
+        request_headers: Sequence[tuple[str, str]],
+        request_body: bytes,
+        date: datetime | None = None,
+    ) -> Recorder:
+        return Recorder(
+            self,
+            url,
+            key,
+            method=method,
+            request_headers=request_headers,
+            request_body=request_body,
+            date=date,
+        )
+
+    def put(
+        self,
+        url: URL,
+        key: str,
+        request: HTTPRequest,
+        response: HTTPResponse,
+        *,
+        date: datetime | None = None,
+    ) -> list[CDXJRecord]:
+        """Append one exchange (a revisit if the payload is the newest one's) and index it."""
+        path = self.path_for(url, key)
+        newest = newest_response(path, archive_key=key, accept=_servable)
+        records = build_exchange(
+            target_uri=url.canonical,
+            archive_key=key,
+            request=request,
+            response=response,
+            date=date or datetime.now(UTC),
+            previous=newest.previous() if newest is not None else None,
+        )
+        locations = append_exchange(path, records)
+        name = self.warcfile_name(path)
+        lines = [
+            self._index_line(key, rec.info, name, loc.offset, loc.length)
+            for rec, loc in zip(records, locations, strict=True)
+            if rec.info.rec_type in _INDEXED_TYPES
+        ]
+        self.index.add(lines)
+        return lines
+
+    @staticmethod
+    def _index_line(key: str, info: RecordInfo, name: str, offset: int, length: int) -> CDXJRecord:
+        mime = info.http_header("Content-Type")
+        optional: dict[str, object] = {
+            "sha": sha1_base32(info.payload_digest),
+            "hsc": info.status,
+            "mct": mime.split(";", 1)[0].strip()[:_HEADER_VALUE_LIMIT] if mime else None,
+            "rid": info.record_id,
+            "rle": length,
+        }
+        if info.rec_type == "revisit":
+            optional["rou"] = info.refers_to_target_uri
+            optional["rod"] = info.refers_to_date
+            optional["roi"] = info.refers_to
+        return CDXJRecord.build(
+            surt(key),
+            info.date,
+            info.rec_type,
+            uri=key,
+            ref=make_ref(name, offset),
+            **optional,
+        )
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def get(
+        self, url: URL, key: str | None = None, *, at: datetime | None = None
+    ) -> CachedEntry | None:
+        """The newest servable response for ``key`` (by default the URL's GET key), or the
+        newest recorded no later than ``at``."""
+        key = url.file if key is None else key
+        problems: list[WARCFormatError] = []
+        cached = newest_response(
+            self.path_for(url, key),
+            archive_key=key,
+            accept=_servable,
+            at_or_before=at,
+            problems=problems,
+        )
+        for problem in problems:
+            log.warning("%s", problem)
+        return CachedEntry.from_cached(key, cached) if cached is not None else None
+
+    def lookup(self, url: URL, key: str, method: str, body: bytes) -> CachedEntry | None:
+        """What to serve for this request: for non-GET, only a capture whose recorded method
+        and body equal the request's (two requests can share a key: the body is cut at 4096
+        characters, and MD5 can collide)."""
+        entry = self.get(url, key)
+        if entry is None or method in ("GET", "HEAD"):
+            return entry
+        if (entry.request_method or "").upper() != method.upper():
+            return None
+        return entry if entry.request_body() == body else None
+
+    def get_at(self, ref: str) -> StoredRecord:
+        """The record a CDXJ ``ref`` points at."""
+        name, offset = parse_ref(ref)
+        return read_record_at(self.resolve_warcfile(name), offset)
+
+    def captures(self, key: str) -> list[CDXJRecord]:
+        """Every indexed capture of an archive key, oldest first."""
+        return self.index.exact(surt(key), record_types=_INDEXED_TYPES)
+
+    def list_prefix(self, surt_prefix: str) -> Iterator[CDXJRecord]:
+        return self.index.prefix(surt_prefix, record_types=_INDEXED_TYPES)
+
+    def list_host(self, proto: str, hostport: str) -> Iterator[Path]:
+        """The cache files of one host: listing a directory, no index needed."""
+        directory = self.root / proto / hostport
+        if not _SEGMENT.fullmatch(proto) or not _SEGMENT.fullmatch(hostport):
+            return iter(())
+        if not directory.is_dir():
+            return iter(())
+        return iter(sorted(directory.glob("*" + WARC_SUFFIX)))
+
+    # --- deleting ----------------------------------------------------------------------------
+
+    def delete(self, url: URL, key: str | None = None) -> bool:
+        """Remove a key's cache file and its index lines; False if nothing was stored."""
+        key = url.file if key is None else key
+        path = self.path_for(url, key)
+        existed = path.exists()
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        name = self.warcfile_name(path)
+        skey = surt(key)
+
+        def keep(record: CDXJRecord) -> bool:
+            if record.key != skey:
+                return True
+            ref = record.warcfile
+            return ref is None or ref[0] != name
+
+        if existed or any(True for _ in self.index.captures(skey)):
+            self.index.compact(keep=keep)
+        return existed
+
+    # --- the whole cache ---------------------------------------------------------------------
+
+    def warc_files(self) -> Iterator[Path]:
+        """Every cache file, in a stable order (only ``*.warc.gz``: quarantined tails and
+        temporary files are not cache files)."""
+        for proto_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            if proto_dir.name in ("index", "outgoing", "tmp") or proto_dir.name.startswith("."):
+                continue
+            for host_dir in sorted(p for p in proto_dir.iterdir() if p.is_dir()):
+                yield from sorted(host_dir.glob("*" + WARC_SUFFIX))
+
+    def scan(self, problems: list[str]) -> Iterator[CDXJRecord]:
+        """Index lines for every complete record in every cache file."""
+        for path in self.warc_files():
+            name = self.warcfile_name(path)
+            found: list[WARCFormatError] = []
+            for rec in read_records(path, found):
+                if rec.rec_type not in _INDEXED_TYPES:
+                    continue
+                key = rec.archive_key or rec.target_uri
+                if not key:
+                    problems.append(f"{path}: at offset {rec.offset}: record has no key or URI")
+                    continue
+                try:
+                    yield self._index_line(key, rec, name, rec.offset, rec.length)
+                except (CDXJError, ValueError) as exc:
+                    problems.append(f"{path}: at offset {rec.offset}: {exc}")
+            problems.extend(str(p) for p in found)
+
+    def rebuild_index(self) -> tuple[int, list[str]]:
+        """Rebuild the whole index from the WARC files; returns (lines, problems)."""
+        problems: list[str] = []
+        count = self.index.rebuild(self.scan(problems))
+        return count, problems
+
+    def check_index(self) -> list[str]:
+        """Every index problem: malformed or unsorted lines, refs to missing files or to
+        offsets that hold no matching record, and cache records the index lacks."""
+        problems = self.index.check()
+        indexed: set[tuple[str, int]] = set()
+        for source, lineno, record in self._index_lines():
+            where = f"{source}:{lineno}"
+            ref = record.warcfile
+            if ref is None:
+                problems.append(f"{where}: ref {record.ref!r} is not a warcfile: reference")
+                continue
+            name, offset = ref
+            try:
+                path = self.resolve_warcfile(name)
+                stored = read_record_at(path, offset)
+            except (StoreError, WARCFormatError, OSError) as exc:
+                problems.append(f"{where}: ref {record.ref}: {exc}")
+                continue
+            indexed.add((name, offset))
+            if stored.rec_type != record.record_type:
+                problems.append(
+                    f"{where}: ref {record.ref} is a {stored.rec_type} record, "
+                    f"the line says {record.record_type}"
+                )
+            if (stored.archive_key or stored.target_uri) != record.uri:
+                problems.append(
+                    f"{where}: ref {record.ref} holds another URL ({stored.target_uri})"
+                )
+        scan_problems: list[str] = []
+        for line in self.scan(scan_problems):
+            ref = line.warcfile
+            if ref is not None and ref not in indexed:
+                problems.append(f"{ref[0]}#{ref[1]}: record not in the index ({line.uri})")
+        return problems + scan_problems
+
+    def _index_lines(self) -> Iterator[tuple[str, int, CDXJRecord]]:
+        """Valid lines of the index and journals with their places (``check`` reports the
+        invalid ones)."""
+        for path in self.index.files():
+            try:
+                f = open(path, "rb")  # noqa: SIM115 (closed below)
+            except FileNotFoundError:
+                continue
+            with f:
+                for lineno, raw in enumerate(f, 1):
+                    if raw.startswith(b"!") or not raw.endswith(b"\n"):
+                        continue
+                    with contextlib.suppress(CDXJError):
+                        yield str(path), lineno, CDXJRecord.parse_line(raw)
