@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import sys
 from collections.abc import Iterator, Sequence
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from . import __version__
 from .archive.store import Store
-from .config import ConfigError, load_config
+from .config import ConfigError, load_config, parse_hostport
 from .url import InvalidURL, cache_name, canonicalize, surt
 from .url.requestkey import request_key
 
@@ -124,6 +125,81 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the proxy in the foreground until SIGTERM or SIGINT."""
+    import asyncio
+
+    from .proxy.modes import Mode
+    from .proxy.run import serve, setup_logging
+
+    overrides: dict[str, object] = {}
+    try:
+        if args.listen:
+            overrides["listen_host"], overrides["listen_port"] = parse_hostport(args.listen)
+    except ValueError as exc:
+        print(f"wwwproxy serve: --listen {exc}", file=sys.stderr)
+        return 2
+    if args.cache:
+        overrides["cache"] = Path(args.cache)
+    if args.mode:
+        overrides["mode"] = args.mode
+    setup_logging(args.verbose)
+    try:
+        return asyncio.run(
+            serve(args.config, overrides, mode=Mode(args.mode) if args.mode else None)
+        )
+    except ConfigError as exc:
+        print(
+            f"wwwproxy serve: the configuration is not valid; not starting.\n{exc}", file=sys.stderr
+        )
+        return 2
+    except OSError as exc:
+        print(f"wwwproxy serve: cannot listen: {exc}", file=sys.stderr)
+        return 1
+
+
+def cmd_mode(args: argparse.Namespace) -> int:
+    """Switch (online/offline/autodial) or show (status) the running server's mode."""
+    import urllib.error
+    import urllib.request
+
+    from .commands import API_HEADER
+
+    try:
+        config = load_config(args.config)
+        host, port = (
+            parse_hostport(args.proxy) if args.proxy else (config.listen_host, config.listen_port)
+        )
+    except (ConfigError, ValueError) as exc:
+        print(f"wwwproxy {args.command}: {exc}", file=sys.stderr)
+        return 2
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    data = None if args.command == "status" else f"mode={args.command}".encode()
+    request = urllib.request.Request(f"http://{netloc}/control/?format=json", data=data)
+    request.add_header("Accept", "application/json")
+    request.add_header(API_HEADER, "cli")
+    password = args.password if args.password is not None else config.password
+    if password:
+        token = base64.b64encode(f"wwwproxy:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=10) as response:
+            status = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        print(f"wwwproxy {args.command}: {netloc}: {exc.code} {exc.reason}", file=sys.stderr)
+        return 1
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        print(f"wwwproxy {args.command}: no wwwproxy at {netloc}: {reason}", file=sys.stderr)
+        return 1
+    print(f"mode: {status.get('mode')}")
+    print(f"queued: {status.get('queued')}")
+    return 0
+
+
 def _add_cache_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-c", "--config", metavar="FILE", help="configuration file (default conf/wwwproxy.yaml)"
@@ -178,6 +254,34 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("action", choices=("rebuild", "check"))
     _add_cache_options(index)
     index.set_defaults(func=cmd_index)
+
+    serve = sub.add_parser(
+        "serve",
+        help="run the proxy",
+        description="Run the caching proxy (default 127.0.0.1:8080, cache ./cache). SIGHUP "
+        "reloads the configuration; SIGTERM finishes requests in flight and exits.",
+    )
+    _add_cache_options(serve)
+    serve.add_argument("--listen", metavar="HOST:PORT", help="address to listen on")
+    serve.add_argument("--mode", choices=("online", "offline", "autodial"), help="start mode")
+    serve.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    serve.set_defaults(func=cmd_serve)
+
+    for name, text in (
+        ("online", "switch the running proxy online"),
+        ("offline", "switch the running proxy offline"),
+        ("autodial", "switch the running proxy to autodial"),
+        ("status", "show the running proxy's mode and queue"),
+    ):
+        mode = sub.add_parser(name, help=text, description=text + ".")
+        mode.add_argument(
+            "--proxy", metavar="HOST:PORT", help="the proxy's address (default: the config's)"
+        )
+        mode.add_argument(
+            "-c", "--config", metavar="FILE", help="configuration file (default conf/wwwproxy.yaml)"
+        )
+        mode.add_argument("--password", help="the control password (default: the config's)")
+        mode.set_defaults(func=cmd_mode)
     return parser
 
 

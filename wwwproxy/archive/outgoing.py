@@ -1,0 +1,126 @@
+"""The outgoing queue: requests asked for while offline, to fetch when next online.
+
+``cache/outgoing/<hash>.json`` holds one request (its URL, archive key, method, headers and
+body), named by the same hash as the request's cache file, so asking twice queues once.  Files
+are written to a temporary name and renamed, so a crash never leaves half a request queued.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ..url import url_hash
+
+__all__ = ["OutgoingQueue", "QueuedRequest"]
+
+
+@dataclass(frozen=True)
+class QueuedRequest:
+    url: str  # the file string (canonical URL with userinfo) to fetch
+    key: str  # the archive key it will be stored under
+    method: str = "GET"
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+    queued: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+
+    @property
+    def hash(self) -> str:
+        return url_hash(self.key)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "url": self.url,
+                "key": self.key,
+                "method": self.method,
+                "headers": [list(h) for h in self.headers],
+                "body": base64.b64encode(self.body).decode("ascii"),
+                "queued": self.queued,
+            },
+            indent=1,
+        )
+
+    @classmethod
+    def from_json(cls, text: str, source: str) -> QueuedRequest:
+        try:
+            data = json.loads(text)
+            return cls(
+                url=str(data["url"]),
+                key=str(data["key"]),
+                method=str(data.get("method", "GET")),
+                headers=tuple((str(n), str(v)) for n, v in data.get("headers", [])),
+                body=base64.b64decode(data.get("body", ""), validate=True),
+                queued=str(data.get("queued", "")),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{source}: not a queued request: {exc}") from None
+
+
+class OutgoingQueue:
+    """The directory of queued requests."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+
+    def path_for(self, key: str) -> Path:
+        return self.directory / f"{url_hash(key)}.json"
+
+    def add(self, request: QueuedRequest) -> bool:
+        """Queue ``request``; False if it was queued already (the first one is kept)."""
+        path = self.path_for(request.key)
+        if path.exists():
+            return False
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(request.to_json())
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return True
+
+    def remove(self, key: str) -> bool:
+        try:
+            self.path_for(key).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def __contains__(self, key: str) -> bool:
+        return self.path_for(key).exists()
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self._files())
+
+    def _files(self) -> Iterator[Path]:
+        if not self.directory.is_dir():
+            return
+        for path in sorted(self.directory.glob("*.json")):
+            if not path.name.startswith(".tmp-"):
+                yield path
+
+    def entries(self) -> Iterator[tuple[Path, QueuedRequest | ValueError]]:
+        """Every queued file with its request, or the error that makes it unreadable."""
+        for path in self._files():
+            try:
+                yield path, QueuedRequest.from_json(path.read_text(encoding="utf-8"), str(path))
+            except (OSError, UnicodeDecodeError) as exc:
+                yield path, ValueError(f"{path}: cannot read: {exc}")
+            except ValueError as exc:
+                yield path, exc
+
+    def requests(self) -> list[QueuedRequest]:
+        """The readable queued requests, oldest first."""
+        found = [r for _, r in self.entries() if isinstance(r, QueuedRequest)]
+        return sorted(found, key=lambda r: r.queued)

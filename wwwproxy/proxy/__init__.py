@@ -1,0 +1,1 @@
+"""The proxy server: forwarding, recording, offline serving, the queue and CONNECT tunnels."""

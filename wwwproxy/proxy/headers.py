@@ -1,0 +1,76 @@
+"""Header rules for a forwarding proxy (RFC 9110 §7.6, RFC 9111 §5.1), as pure functions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = [
+    "HOP_BY_HOP",
+    "Headers",
+    "add_via",
+    "end_to_end",
+    "get_header",
+    "set_header",
+]
+
+Headers = list[tuple[str, str]]
+
+# RFC 9110 §7.6.1 and the de-facto ones; Proxy-Authorization is ours, never the origin's.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "proxy-connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "proxy-authorization",
+        "proxy-authenticate",
+    }
+)
+
+
+def _connection_tokens(headers: Iterable[tuple[str, str]]) -> set[str]:
+    tokens: set[str] = set()
+    for name, value in headers:
+        if name.lower() in ("connection", "proxy-connection"):
+            tokens.update(t.strip().lower() for t in value.split(",") if t.strip())
+    return tokens
+
+
+def end_to_end(headers: Iterable[tuple[str, str]]) -> Headers:
+    """Drop hop-by-hop headers and every header the Connection header names."""
+    headers = list(headers)
+    drop = HOP_BY_HOP | _connection_tokens(headers)
+    return [(n, v) for n, v in headers if n.lower() not in drop]
+
+
+def get_header(headers: Iterable[tuple[str, str]], name: str) -> str | None:
+    name = name.lower()
+    return next((v for n, v in headers if n.lower() == name), None)
+
+
+def set_header(headers: Headers, name: str, value: str) -> Headers:
+    """Replace every ``name`` header with one ``name: value`` (at the first one's place)."""
+    lname = name.lower()
+    out: Headers = []
+    done = False
+    for n, v in headers:
+        if n.lower() == lname:
+            if not done:
+                out.append((name, value))
+                done = True
+        else:
+            out.append((n, v))
+    if not done:
+        out.append((name, value))
+    return out
+
+
+def add_via(headers: Headers, version: tuple[int, int], pseudonym: str) -> Headers:
+    """Append ``<version> <pseudonym>`` to Via (RFC 9110 §7.6.3), keeping earlier hops."""
+    hop = f"{version[0]}.{version[1]} {pseudonym}"
+    previous = [v for n, v in headers if n.lower() == "via"]
+    value = ", ".join([*previous, hop])
+    return set_header(headers, "Via", value)

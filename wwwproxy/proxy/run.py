@@ -1,0 +1,132 @@
+"""Running the proxy: listen, log one line per request, SIGHUP reloads, SIGTERM drains."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from ..archive.store import Store
+from ..commands import handle_command
+from ..config import Config, ConfigError, load_config
+from .modes import Mode
+from .server import ProxyServer
+
+__all__ = ["Running", "serve", "start"]
+
+log = logging.getLogger("wwwproxy")
+ACCESS_LOG_FORMAT = '%a "%r" %s %b %Tfs "%{User-Agent}i"'
+SHUTDOWN_TIMEOUT = 30.0
+
+
+@dataclasses.dataclass
+class Running:
+    server: ProxyServer
+    runner: web.AppRunner
+    port: int
+
+    async def stop(self) -> None:
+        """Stop listening, let in-flight requests finish (bounded), close the archive."""
+        await self.runner.cleanup()
+
+
+async def start(config: Config, *, mode: Mode | None = None) -> Running:
+    """Start the proxy on ``config.listen`` (port 0: any free port) and return at once."""
+    store = Store(config.cache)
+    server = ProxyServer(config, store, mode=mode, commands=handle_command)
+    app = server.make_app()
+    runner = web.AppRunner(
+        app,
+        access_log_format=ACCESS_LOG_FORMAT,
+        handle_signals=False,
+        shutdown_timeout=SHUTDOWN_TIMEOUT,
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, config.listen_host, config.listen_port, reuse_address=True)
+    try:
+        await site.start()
+    except OSError:
+        await runner.cleanup()
+        raise
+    sockets = [s for s in (site._server.sockets if site._server else [])]  # noqa: SLF001
+    port = sockets[0].getsockname()[1] if sockets else config.listen_port
+    if config.listen_port == 0:
+        server.reload(dataclasses.replace(config, listen_port=port))
+        server.state.mode = mode or Mode(config.mode)
+    return Running(server, runner, port)
+
+
+async def serve(
+    config_path: str | Path | None,
+    overrides: dict[str, Any],
+    *,
+    mode: Mode | None = None,
+    on_ready: Callable[[Running], None] | None = None,
+) -> int:
+    """``wwwproxy serve``: run until SIGTERM/SIGINT; SIGHUP re-reads the config file."""
+
+    def load() -> Config:
+        return dataclasses.replace(load_config(config_path), **overrides)
+
+    config = load()
+    config.cache.mkdir(parents=True, exist_ok=True)
+    running = await start(config, mode=mode)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def reload() -> None:
+        try:
+            new = load()
+        except ConfigError as exc:
+            log.error("config not reloaded, keeping the old one:\n%s", exc)
+            return
+        if (new.listen_host, new.listen_port, new.cache) != (
+            config.listen_host,
+            config.listen_port,
+            config.cache,
+        ):
+            log.warning("listen address and cache change only with a restart")
+        keep_mode = running.server.state.mode if mode is not None else None
+        running.server.reload(
+            dataclasses.replace(
+                new,
+                listen_host=config.listen_host,
+                listen_port=running.port,
+                cache=config.cache,
+            )
+        )
+        if keep_mode is not None:
+            running.server.state.mode = keep_mode
+        log.info("configuration reloaded from %s", new.source)
+
+    loop.add_signal_handler(signal.SIGHUP, reload)
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    log.info(
+        "wwwproxy listening on %s (mode %s, cache %s)",
+        running.server.config.listen,
+        running.server.state.mode.value,
+        config.cache,
+    )
+    if on_ready is not None:
+        on_ready(running)
+    await stop.wait()
+    log.info("stopping: finishing requests in flight")
+    await running.stop()
+    log.info("stopped")
+    return 0
+
+
+def setup_logging(verbose: bool = False) -> None:
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
