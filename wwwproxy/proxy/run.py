@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
 
 from ..archive.store import Store
 from ..commands import handle_command
@@ -22,7 +23,26 @@ from .server import ProxyServer
 __all__ = ["Running", "serve", "start"]
 
 log = logging.getLogger("wwwproxy")
-ACCESS_LOG_FORMAT = '%a "%r" %s %b %Tfs "%{User-Agent}i"'
+
+
+class AccessLogger(AbstractAccessLogger):
+    """One line per request: client, method, the full URL asked for, status, bytes, seconds,
+    and whether it came from the cache (X-Cache)."""
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        peer = request.remote or "-"
+        cache = response.headers.get("X-Cache", "-")
+        self.logger.info(
+            '%s "%s %s" %s %s %.3fs %s',
+            peer,
+            request.method,
+            request.raw_path,
+            response.status,
+            response.body_length,
+            time,
+            cache,
+        )
+
 SHUTDOWN_TIMEOUT = 30.0
 
 
@@ -44,7 +64,7 @@ async def start(config: Config, *, mode: Mode | None = None) -> Running:
     app = server.make_app()
     runner = web.AppRunner(
         app,
-        access_log_format=ACCESS_LOG_FORMAT,
+        access_log_class=AccessLogger,
         handle_signals=False,
         shutdown_timeout=SHUTDOWN_TIMEOUT,
     )
