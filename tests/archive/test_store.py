@@ -372,3 +372,18 @@ def test_request_record_holds_method_and_body(tmp_path: Path) -> None:
         assert req.http_headers.protocol == "POST"
         assert req.content_stream().read() == b"a=1&b=2"
     assert len(records) == 2
+
+
+def test_listeners_see_every_put_and_cannot_break_it(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    seen: list[tuple[str, str]] = []
+    store.listeners.append(lambda url, key, lines: seen.append((key, lines[0].record_type)))
+
+    def broken(url, key, lines) -> None:
+        raise RuntimeError("search index down")
+
+    store.listeners.append(broken)
+    url, key, _ = put(store, "http://example.com/l", b"x")
+    put(store, "http://example.com/l", b"x", date=T0 + timedelta(seconds=1))
+    assert seen == [(key, "response"), (key, "revisit")]
+    assert store.get(url) is not None

@@ -17,7 +17,7 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -189,6 +189,10 @@ class Store:
         self.root.mkdir(parents=True, exist_ok=True)
         self.index = Index(self.root / "index")
         self.tmp_dir = self.root / "tmp"
+        #: Called after each put with (url, key, index lines), in the writing thread: how
+        #: derived indexes (full-text search) stay up to date.  A listener's failure is logged,
+        #: never lost data: the exchange is already on disk.
+        self.listeners: list[Callable[[URL, str, list[CDXJRecord]], None]] = []
 
     # --- names -------------------------------------------------------------------------------
 
@@ -261,6 +265,11 @@ class Store:
             if rec.info.rec_type in _INDEXED_TYPES
         ]
         self.index.add(lines)
+        for listener in self.listeners:
+            try:
+                listener(url, key, lines)
+            except Exception:  # noqa: BLE001 (a derived index must never break recording)
+                log.exception("store listener %r failed for %s", listener, key)
         return lines
 
     @staticmethod
