@@ -139,7 +139,6 @@ class Recorder:
         self.request_headers = list(request_headers)
         self.request_body = request_body
         self.date = date or datetime.now(UTC)
-        store.tmp_dir.mkdir(parents=True, exist_ok=True)
         self._spool: BinaryIO | None = tempfile.SpooledTemporaryFile(  # noqa: SIM115
             max_size=_SPOOL_MEMORY, dir=store.tmp_dir
         )
@@ -189,6 +188,7 @@ class Store:
         self.root.mkdir(parents=True, exist_ok=True)
         self.index = Index(self.root / "index")
         self.tmp_dir = self.root / "tmp"
+        self.tmp_dir.mkdir(exist_ok=True)  # once here, not per request on the event loop
         #: Called after each put with (url, key, index lines), in the writing thread: how
         #: derived indexes (full-text search) stay up to date.  A listener's failure is logged,
         #: never lost data: the exchange is already on disk.
