@@ -12,6 +12,7 @@ from pathlib import Path
 from . import __version__
 from .archive.store import Store
 from .config import ConfigError, load_config, parse_hostport
+from .fetch.commands import add_fetch_parser, add_monitor_parser, add_urldb_parser
 from .url import InvalidURL, cache_name, canonicalize, surt
 from .url.requestkey import request_key
 
@@ -282,6 +283,10 @@ def build_parser() -> argparse.ArgumentParser:
         )
         mode.add_argument("--password", help="the control password (default: the config's)")
         mode.set_defaults(func=cmd_mode)
+
+    add_fetch_parser(sub)
+    add_urldb_parser(sub)
+    add_monitor_parser(sub)
     return parser
 
 

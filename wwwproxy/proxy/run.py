@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import signal
@@ -17,6 +18,7 @@ from aiohttp.abc import AbstractAccessLogger
 from ..archive.store import Store
 from ..commands import handle_command
 from ..config import Config, ConfigError, load_config
+from ..fetch.monitor import monitor_loop, monitor_path
 from .modes import Mode
 from .server import ProxyServer
 
@@ -42,6 +44,7 @@ class AccessLogger(AbstractAccessLogger):
             time,
             cache,
         )
+
 
 SHUTDOWN_TIMEOUT = 30.0
 
@@ -98,6 +101,7 @@ async def serve(
     config = load()
     config.cache.mkdir(parents=True, exist_ok=True)
     running = await start(config, mode=mode)
+    monitor = asyncio.create_task(monitor_loop(running.server, monitor_path(config.cache)))
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
 
@@ -138,6 +142,9 @@ async def serve(
     if on_ready is not None:
         on_ready(running)
     await stop.wait()
+    monitor.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await monitor
     log.info("stopping: finishing requests in flight")
     await running.stop()
     log.info("stopped")

@@ -1,0 +1,540 @@
+"""The fetch engine: its rules as pure functions, then whole runs against a local site."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import subprocess
+import sys
+import zlib
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from wwwproxy.archive.outgoing import QueuedRequest
+from wwwproxy.archive.store import Store
+from wwwproxy.archive.warc import read_records
+from wwwproxy.config import Config, FreshnessRule
+from wwwproxy.fetch.links import Link
+from wwwproxy.fetch.prefetch import (
+    ContentDecoder,
+    FetchOptions,
+    Outcome,
+    Prefetcher,
+    Role,
+    Summary,
+    Task,
+    _digest,
+    fetching_server,
+    in_scope,
+    is_fresh,
+    next_tasks,
+    redirect_task,
+)
+from wwwproxy.fetch.progress import Progress
+from wwwproxy.proxy.modes import Mode
+from wwwproxy.proxy.run import start
+from wwwproxy.url import canonicalize
+from wwwproxy.url.requestkey import request_key
+
+from .conftest import MapResolver, Site
+
+# --- rules -------------------------------------------------------------------------------------
+
+ROOT = "http://www.example.com/docs/"
+
+
+@pytest.mark.parametrize(
+    ("scope", "url", "expected"),
+    [
+        ("host", "http://www.example.com/other", True),
+        ("host", "https://www.example.com:8443/x", True),  # same host name: port/scheme ignored
+        ("host", "http://cdn.example.com/x", False),
+        ("domain", "http://cdn.example.com/x", True),
+        ("domain", "http://example.org/x", False),
+        ("any", "http://example.org/x", True),
+    ],
+)
+def test_scope(scope: str, url: str, expected: bool) -> None:
+    assert in_scope(url, ROOT, FetchOptions(scope=scope)) is expected
+
+
+def test_prefix_scope() -> None:
+    options = FetchOptions(scope="prefix", limits=("http://www.example.com/docs", "http://x.org/"))
+    assert in_scope("http://www.example.com/docs/a", ROOT, options)
+    assert in_scope("http://www.example.com/docs?page=2", ROOT, options)
+    assert not in_scope("http://www.example.com/docs2", ROOT, options)
+    assert not in_scope("http://example.org/docs/a", ROOT, options)
+    assert in_scope("http://x.org/a", ROOT, options)  # a prefix on another host is its own
+
+
+def test_bad_options_are_refused() -> None:
+    with pytest.raises(ValueError, match="scope"):
+        FetchOptions(scope="planet")
+    with pytest.raises(ValueError, match="limit"):
+        FetchOptions(scope="prefix", limits=("ftp://example.com/",))
+    with pytest.raises(ValueError, match="prefix"):
+        FetchOptions(scope="prefix")
+    with pytest.raises(ValueError, match="prefix"):
+        FetchOptions(limits=("http://example.com/",))
+    with pytest.raises(ValueError, match="depth"):
+        FetchOptions(depth=-1)
+    with pytest.raises(ValueError, match="at least 1"):
+        FetchOptions(per_host=0)
+
+
+LINKS = [
+    Link("http://www.example.com/page", "a", False),
+    Link("http://other.example/page", "a", False),
+    Link("http://other.example/img.png", "img", True),
+    Link("http://www.example.com/frame.html", "frame", True),
+]
+
+
+def test_next_tasks_levels_roles_and_scope() -> None:
+    page = Task(ROOT, 0, Role.SEED, ROOT)
+    got = next_tasks(page, LINKS, FetchOptions(depth=1, requisites=True))
+    assert got == [
+        Task("http://www.example.com/page", 1, Role.LINK, ROOT),
+        Task("http://other.example/img.png", 0, Role.REQUISITE, ROOT),  # any host
+        Task("http://www.example.com/frame.html", 0, Role.REQUISITE, ROOT),
+    ]
+
+
+def test_without_requisites_frames_are_followed_as_links() -> None:
+    page = Task(ROOT, 0, Role.SEED, ROOT)
+    got = next_tasks(page, LINKS, FetchOptions(depth=1))
+    assert [t.url for t in got] == [
+        "http://www.example.com/page",
+        "http://www.example.com/frame.html",
+    ]
+    assert all(t.level == 1 and t.role is Role.LINK for t in got)
+
+
+def test_at_the_last_level_only_requisites_follow() -> None:
+    page = Task(ROOT, 2, Role.LINK, ROOT)
+    assert next_tasks(page, LINKS, FetchOptions(depth=2)) == []
+    got = next_tasks(page, LINKS, FetchOptions(depth=2, requisites=True))
+    assert {t.role for t in got} == {Role.REQUISITE}
+    assert {t.level for t in got} == {2}
+
+
+def test_redirects() -> None:
+    options = FetchOptions(max_redirects=2)
+    seed = Task("http://a.example/x", 0, Role.SEED, "http://a.example/x")
+    hop = redirect_task(seed, 301, "https://b.example/y#frag", options)
+    assert hop is not None and hop.task is not None
+    # a listed URL's redirect goes anywhere, and the target becomes the scope's root
+    assert hop.task == Task("https://b.example/y", 0, Role.SEED, "https://b.example/y", 1)
+    link = Task("http://a.example/x", 1, Role.LINK, "http://a.example/")
+    off = redirect_task(link, 302, "http://b.example/", options)
+    assert off is not None and off.task is None and not off.failed
+    assert "out of scope" in (off.problem or "")
+    within = redirect_task(link, 307, "../z", options)
+    assert within is not None and within.task is not None
+    assert within.task.url == "http://a.example/z" and within.task.root == "http://a.example/"
+    assert redirect_task(link, 200, "/elsewhere", options) is None
+    assert redirect_task(link, 304, "/elsewhere", options) is None
+    missing = redirect_task(link, 302, None, options)
+    assert missing is not None and missing.failed
+    far = Task("http://a.example/x", 0, Role.REQUISITE, "http://a.example/", hops=2)
+    too_many = redirect_task(far, 302, "/y", options)
+    assert too_many is not None and too_many.failed and "too many" in (too_many.problem or "")
+
+
+def test_freshness() -> None:
+    now = datetime(2024, 5, 1, 12, tzinfo=UTC)
+    old = now - timedelta(hours=2)
+    assert is_fresh(old, now, None)  # no rule: cached is fresh
+    assert is_fresh(old, now, 7200)
+    assert not is_fresh(old, now, 7199)
+
+
+@pytest.mark.parametrize(
+    ("coding", "encode"),
+    [
+        ("gzip", gzip.compress),
+        ("x-gzip", gzip.compress),
+        ("deflate", zlib.compress),
+        ("deflate", lambda d: zlib.compress(d)[2:-4]),  # raw deflate, as some servers send
+        ("identity", lambda d: d),
+        (None, lambda d: d),
+        ("gzip, gzip", lambda d: gzip.compress(gzip.compress(d))),
+    ],
+)
+def test_content_decoding(coding: str | None, encode) -> None:  # type: ignore[no-untyped-def]
+    data = b"<a href='/x'>x</a>" * 1000
+    encoded = encode(data)
+    decoder = ContentDecoder(coding)
+    out = b"".join(decoder.feed(encoded[i : i + 7]) for i in range(0, len(encoded), 7))
+    assert out + decoder.flush() == data
+
+
+def test_undecodable_content() -> None:
+    with pytest.raises(ValueError, match="br"):
+        ContentDecoder("br")
+    with pytest.raises(ValueError, match="gzip"):
+        decoder = ContentDecoder("gzip")
+        decoder.feed(b"this is not gzip at all")
+        decoder.flush()
+
+
+def test_digest_is_of_the_decoded_content() -> None:
+    data = b"static content\n" * 500
+    length, sha = _digest(io.BytesIO(gzip.compress(data)), "gzip")
+    assert length == len(data)
+    import hashlib
+
+    assert sha == hashlib.sha256(data).hexdigest()
+
+
+# --- runs against the local site --------------------------------------------------------------
+
+
+def outcomes(summary: Summary, site: Site) -> dict[str, str]:
+    """{path (``other:`` for the other host): outcome} of a run."""
+    out = {}
+    for result in summary.results.values():
+        url = result.url
+        if url.startswith(site.base):
+            key = url[len(site.base) :]
+        elif url.startswith(site.other):
+            key = "other:" + url[len(site.other) :]
+        else:
+            key = url
+        out[key] = result.outcome.value
+    return out
+
+
+async def crawl(
+    cache: Path, seeds: list[str], *, config: Config | None = None, queue: bool = False, **opts
+) -> Summary:  # type: ignore[no-untyped-def]
+    config = config or Config(cache=cache)
+    async with fetching_server(config, Store(cache)) as server:
+        return await Prefetcher(server, FetchOptions(**opts)).run(seeds, queue=queue)
+
+
+F, R, X, B = "fetched", "fresh", "failed", "robots"
+DEPTH1 = {
+    "/": F,
+    "/robots.txt": F,
+    "/a.html": F,
+    "/search?q=1&page=2": F,  # &amp; in the href decoded
+    "/private/secret.html": B,
+    "/missing.html": X,
+    "/loop1": F,
+    "/loop2": X,  # the redirect loop
+    "/redirect": F,  # to /a.html, already there
+    "/frames.html": F,
+    "/iframe.html": F,  # without --requisites an iframe is a link
+}
+REQUISITES0 = {
+    "/": F,
+    "/robots.txt": F,
+    "/css/site.css": F,
+    "/css/base.css": F,  # @import
+    "/img/bg.png": F,  # url() in site.css
+    "/img/h1.png": F,  # url() in the imported sheet
+    "/js/app.js": F,
+    "/favicon.ico": F,
+    "/img/logo.png": F,
+    "/img/logo-2x.png": F,  # srcset
+    "/iframe.html": F,
+    "/img/iframe.png": F,  # the iframe's own requisite
+    "other:/img/cdn.png": F,  # requisites come from any host
+    "other:/robots.txt": F,  # a 404, which allows everything
+}
+FULL = {
+    **DEPTH1,
+    **REQUISITES0,
+    "/img/a.png": F,  # a.html is gzip-encoded: decoded before its links are read
+    "/deep/c.html": F,  # level 2
+    "/frame1.html": F,
+    "/frame2.html": F,
+    "/img/frame.png": F,
+}
+
+
+@pytest.mark.parametrize(
+    ("opts", "expected"),
+    [
+        ({}, {"/": F}),
+        ({"depth": 1}, DEPTH1),
+        ({"requisites": True}, REQUISITES0),
+        ({"depth": 2, "requisites": True}, FULL),
+        ({"depth": 1, "robots": False}, {**DEPTH1, "/private/secret.html": F, "/robots.txt": None}),
+        (
+            {"depth": 1, "scope": "any"},
+            {**DEPTH1, "other:/offhost.html": F, "other:/robots.txt": F},
+        ),
+    ],
+    ids=["depth0", "depth1", "requisites", "depth2-requisites", "ignore-robots", "any-host"],
+)
+async def test_depth_and_scope_fetch_exactly_the_expected_set(
+    tmp_path: Path, site: Site, opts: dict[str, object], expected: dict[str, str | None]
+) -> None:
+    want = {k: v for k, v in expected.items() if v is not None}
+    summary = await crawl(tmp_path / "cache", [site.url("/")], **opts)
+    assert outcomes(summary, site) == want
+    fetched = {k for k, v in want.items() if v in (F, X)}
+    assert set(site.take_hits()) == fetched  # and each of them once
+
+
+async def test_limit_prefix(tmp_path: Path, site: Site) -> None:
+    summary = await crawl(
+        tmp_path / "cache",
+        [site.url("/a.html")],
+        depth=5,
+        scope="prefix",
+        limits=(site.url("/deep/"),),
+    )
+    assert outcomes(summary, site) == {
+        "/a.html": F,
+        "/robots.txt": F,
+        "/deep/c.html": F,
+        "/deep/d.html": F,
+    }
+
+
+async def test_listed_urls_ignore_robots_txt_but_their_requisites_do_not(
+    tmp_path: Path, site: Site
+) -> None:
+    summary = await crawl(tmp_path / "cache", [site.url("/private/secret.html")], requisites=True)
+    assert outcomes(summary, site) == {
+        "/private/secret.html": F,
+        "/robots.txt": F,
+        "/img/secret.png": F,
+    }
+
+
+async def test_a_listed_urls_redirect_moves_the_scope(tmp_path: Path, site: Site) -> None:
+    summary = await crawl(tmp_path / "cache", [site.url("/to-other")], depth=1)
+    assert outcomes(summary, site) == {
+        "/to-other": F,
+        "other:/offhost.html": F,  # level 0, and now the root of the scope
+        "other:/robots.txt": F,
+        "other:/other-page.html": F,
+    }
+
+
+async def test_second_run_fetches_nothing_and_browsing_offline_serves_it_all(
+    tmp_path: Path, site: Site
+) -> None:
+    cache = tmp_path / "cache"
+    first = await crawl(cache, [site.url("/")], depth=2, requisites=True)
+    assert outcomes(first, site) == FULL
+    site.take_hits()
+
+    second = await crawl(cache, [site.url("/")], depth=2, requisites=True)
+    assert site.take_hits() == []
+    again = {k: (R if v == F else v) for k, v in FULL.items()}
+    assert outcomes(second, site) == again
+    assert {r.url for r in second.failed} == {site.url("/missing.html"), site.url("/loop2")}
+
+    # every fetched page and requisite (and the recorded 404 and redirects) replay offline
+    running = await start(Config(listen_port=0, cache=cache), mode=Mode.OFFLINE)
+    try:
+        proxy = f"http://127.0.0.1:{running.port}"
+        async with aiohttp.ClientSession(auto_decompress=False) as client:
+            for result in first.results.values():
+                if result.status is None:
+                    continue
+                async with client.get(
+                    result.url,
+                    proxy=proxy,
+                    allow_redirects=False,
+                    timeout=aiohttp.ClientTimeout(total=10),
+                ) as response:
+                    body = await response.read()
+                    assert response.headers.get("X-Cache") == "HIT", result.url
+                    assert response.status == result.status, result.url
+                    assert len(body) == result.size, result.url
+    finally:
+        await running.stop()
+    assert site.take_hits() == []  # offline: the origin never heard of it
+
+
+async def test_interrupted_run_resumes_from_the_cache(tmp_path: Path, site: Site) -> None:
+    cache = tmp_path / "cache"
+    await crawl(cache, [site.url("/"), site.url("/a.html")])  # "interrupted" after two pages
+    site.take_hits()
+    summary = await crawl(cache, [site.url("/")], depth=1)
+    got = outcomes(summary, site)
+    assert got["/"] == R and got["/a.html"] == R
+    # the fresh page's links were still followed
+    assert got["/frames.html"] == F and got["/search?q=1&page=2"] == F
+    assert "/" not in site.take_hits()
+
+
+async def test_force_fetches_again(tmp_path: Path, site: Site) -> None:
+    cache = tmp_path / "cache"
+    await crawl(cache, [site.url("/")], requisites=True)
+    site.take_hits()
+    summary = await crawl(cache, [site.url("/")], requisites=True, force=True)
+    assert outcomes(summary, site) == REQUISITES0
+    assert sorted(site.take_hits()) == sorted(k for k, v in REQUISITES0.items() if v == F)
+
+
+def _put_old(store: Store, url: str, body: bytes, hours: int) -> None:
+    u = canonicalize(url)
+    recorder = store.recorder(
+        u,
+        u.file,
+        method="GET",
+        request_headers=[("Host", u.hostport)],
+        request_body=b"",
+        date=datetime.now(UTC) - timedelta(hours=hours),
+    )
+    recorder.write(body)
+    recorder.finish(200, "OK", [("Content-Type", "image/png")])
+
+
+async def test_freshness_rules_decide_what_is_fetched_again(tmp_path: Path, site: Site) -> None:
+    cache = tmp_path / "cache"
+    store = Store(cache)
+    _put_old(store, site.url("/img/logo.png"), b"old logo", hours=2)
+    _put_old(store, site.url("/img/bg.png"), b"old bg", hours=2)
+    rule = FreshnessRule("logo", 3600, re.compile("logo"))
+    config = Config(cache=cache, freshness=(rule,))
+    summary = await crawl(
+        cache, [site.url("/img/logo.png"), site.url("/img/bg.png")], config=config
+    )
+    # logo.png is older than its rule's hour; bg.png has no rule, so cached is fresh
+    assert outcomes(summary, site) == {"/img/logo.png": F, "/img/bg.png": R}
+    entry = store.get(canonicalize(site.url("/img/logo.png")))
+    assert entry is not None
+    with entry.open_body() as f:
+        assert f.read() == b"\x89PNGlogo"
+
+
+async def test_outgoing_queue(tmp_path: Path, site: Site) -> None:
+    cache = tmp_path / "cache"
+    store = Store(cache)
+    async with fetching_server(Config(cache=cache), store) as server:
+        page = canonicalize(site.url("/a.html"))
+        form = canonicalize(site.url("/form"))
+        post_key = request_key(form.file, "POST", "application/x-www-form-urlencoded", b"a=1")
+        server.queue.add(QueuedRequest(page.file, page.file, headers=(("Accept", "*/*"),)))
+        server.queue.add(
+            QueuedRequest(
+                form.file,
+                post_key,
+                "POST",
+                (("Content-Type", "application/x-www-form-urlencoded"),),
+                b"a=1",
+            )
+        )
+        (cache / "outgoing" / "junk.json").write_text("{not json")
+        summary = await Prefetcher(server, FetchOptions(requisites=True)).run(queue=True)
+        got = outcomes(summary, site)
+        assert got.pop(str(cache / "outgoing" / "junk.json")) == X  # named, not fatal
+        assert got == {
+            "/a.html": F,
+            "/robots.txt": F,
+            "/img/a.png": F,
+            "/form": F,
+        }
+        assert [r for _, r in server.queue.entries() if not isinstance(r, ValueError)] == []
+        posted = store.lookup(form, post_key, "POST", b"a=1")
+        assert posted is not None
+        with posted.open_body() as f:
+            assert f.read() == b"posted a=1"
+
+
+async def test_unreachable_host_fails_cleanly(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    summary = await crawl(tmp_path / "cache", [f"http://127.0.0.1:{port}/", "not a url::"])
+    assert len(summary.failed) == 2
+    reasons = " ".join(r.problem or "" for r in summary.failed)
+    assert "refused" in reasons
+
+
+async def test_progress_ends_with_nothing_queued(tmp_path: Path, site: Site) -> None:
+    cache = tmp_path / "cache"
+    progress = Progress(None)
+    async with fetching_server(Config(cache=cache), Store(cache)) as server:
+        options = FetchOptions(depth=2, requisites=True)
+        summary = await Prefetcher(server, options, progress).run([site.url("/")])
+    c = progress.counts
+    assert (c.queued, c.active) == (0, 0)
+    assert (c.fetched, c.failed, c.robots, c.done) == (24, 2, 1, len(summary.results))
+    assert c.bytes == summary.bytes == sum(r.size for r in summary.results.values()) > 0
+
+
+async def test_a_failing_robots_txt_stops_the_crawl_and_says_why(
+    tmp_path: Path, site: Site
+) -> None:
+    cache = tmp_path / "cache"
+    async with fetching_server(
+        Config(cache=cache), Store(cache), resolver=MapResolver(site.port)
+    ) as server:
+        summary = await Prefetcher(server, FetchOptions(depth=1)).run(["http://broken.example/"])
+    assert {r.url: r.outcome for r in summary.results.values()} == {
+        "http://broken.example/": Outcome.FETCHED,
+        "http://broken.example/robots.txt": Outcome.FETCHED,  # an answer, not a failure
+        "http://broken.example/about/": Outcome.FAILED,
+    }
+    about = summary.results["http://broken.example/about/"]
+    assert about.problem == "robots.txt answered 503: the server is failing"
+
+
+async def test_delay_spaces_the_requests_to_a_host(tmp_path: Path, site: Site) -> None:
+    summary = await crawl(
+        tmp_path / "cache", [site.url("/iframe.html")], requisites=True, delay=0.15
+    )
+    assert len(summary.results) == 3  # the page, robots.txt, the image
+    times = sorted(site.times)
+    assert len(times) == 3
+    assert all(b - a >= 0.14 for a, b in zip(times, times[1:], strict=False))
+
+
+def test_two_writers_at_once_leave_a_sound_cache(tmp_path: Path, site: Site) -> None:
+    """``wwwproxy fetch`` twice at once (or beside ``wwwproxy serve``) on one cache: the
+    flocks on the WARC files and the journal keep every record whole and indexed."""
+    cache = tmp_path / "cache"
+    # both runs are held at these until both have asked: the writes overlap for certain
+    site.gates.update({"/": 2, "/img/logo.png": 2, "/css/base.css": 2, "/deep/c.html": 2})
+    cmd = [
+        sys.executable,
+        "-m",
+        "wwwproxy.fetch.commands",
+        "fetch",
+        "--cache",
+        str(cache),
+        "--force",
+        "--depth",
+        "2",
+        "--requisites",
+        "--concurrency",
+        "8",
+        "--per-host",
+        "8",
+        site.url("/"),
+    ]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 1, err.decode()  # the 404 and the loop
+        assert b"24 fetched" in err, err.decode()
+    store = Store(cache)
+    assert store.check_index() == []
+    files = list(store.warc_files())
+    assert len(files) == len([v for v in FULL.values() if v in (F, X)])
+    for path in files:
+        problems: list[object] = []
+        records = list(read_records(path, problems))
+        assert problems == [], path
+        assert sum(r.rec_type in ("response", "revisit") for r in records) == 2, path
+    for key, outcome in FULL.items():
+        if outcome in (F, X) and not key.startswith("other:"):
+            url = site.url(key)
+            assert len(store.captures(canonicalize(url).file)) == 2, url

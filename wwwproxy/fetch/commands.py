@@ -1,0 +1,688 @@
+"""``wwwproxy fetch``, ``wwwproxy urldb`` and ``wwwproxy monitor``: argument parsing and the
+thin command functions (the engine is :mod:`.prefetch`, the database :mod:`wwwproxy.urldb`,
+the schedule :mod:`.monitor`).
+
+Exit status: 0 all done, 1 something failed (a URL, a record, a database file), 2 usage or
+configuration errors (nothing was fetched).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from ..archive.store import Store
+    from ..config import Config
+    from ..urldb import Entry, URLDatabase
+    from .prefetch import FetchOptions, Prefetcher, Probe, Summary
+    from .progress import Progress
+
+SubParsers = argparse._SubParsersAction  # noqa: SLF001 - argparse has no public name for it
+
+__all__ = [
+    "ListError",
+    "add_fetch_parser",
+    "add_monitor_parser",
+    "add_urldb_parser",
+    "cmd_fetch",
+    "cmd_monitor",
+    "cmd_urldb",
+    "compare_record",
+    "main",
+    "parse_url_list",
+    "read_lists",
+]
+
+
+class ListError(Exception):
+    """A LIST argument that cannot be read at all (a usage error)."""
+
+
+# --- URL lists --------------------------------------------------------------------------------
+
+
+def parse_url_list(text: str, source: str) -> tuple[list[str], list[str]]:
+    """URLs of a list (one a line; blank lines and lines starting with ``#`` skipped), as
+    canonical URLs, and a ``source:line: problem`` for every line that is not a URL."""
+    from ..url import InvalidURL, canonicalize
+
+    urls: list[str] = []
+    problems: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        item = line.strip()
+        if not item or item.startswith("#"):
+            continue
+        try:
+            url = canonicalize(item)
+        except InvalidURL as exc:
+            problems.append(f"{source}:{number}: {item!r} is not a URL: {exc.reason}")
+            continue
+        if url.local or url.proto not in ("http", "https"):
+            problems.append(f"{source}:{number}: {item!r} is not an http or https URL")
+            continue
+        urls.append(url.file)
+    return urls, problems
+
+
+def _looks_like_url(arg: str) -> bool:
+    return arg.lower().startswith(("http://", "https://"))
+
+
+def read_lists(
+    args: Sequence[str], categories: Sequence[str] = (), stdin: TextIO | None = None
+) -> tuple[list[str], list[str]]:
+    """The URLs of LIST arguments (a file of URLs, ``-`` for stdin, a URL database
+    directory, or a URL itself) in order without repeats, and the problems found.
+    :class:`ListError` for an argument that is none of these."""
+    from ..urldb import URLDatabase, URLDBError
+
+    urls: list[str] = []
+    problems: list[str] = []
+    for arg in args:
+        path = Path(arg)
+        if arg == "-":
+            found, bad = parse_url_list((stdin or sys.stdin).read(), "<stdin>")
+        elif path.is_dir():
+            db = URLDatabase(path)
+            found = []
+            try:
+                for category in categories or [None]:
+                    found += db.urls(category)
+            except URLDBError as exc:
+                raise ListError(str(exc)) from None
+            bad = [str(p) for p in db.problems]
+        elif path.is_file():
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ListError(f"{arg}: cannot read: {exc}") from None
+            found, bad = parse_url_list(text, arg)
+        elif _looks_like_url(arg):
+            found, bad = parse_url_list(arg, "argument")
+        else:
+            raise ListError(f"{arg}: no such file or directory (and not an http(s) URL)")
+        urls += found
+        problems += bad
+    return list(dict.fromkeys(urls)), problems
+
+
+# --- shared -----------------------------------------------------------------------------------
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-c", "--config", metavar="FILE", help="configuration file (default conf/wwwproxy.yaml)"
+    )
+    parser.add_argument("--cache", metavar="DIR", help="cache directory (overrides the config)")
+
+
+def _config(args: argparse.Namespace) -> Config:
+    """The configuration with ``--cache`` applied; ConfigError to the caller."""
+    from ..config import load_config
+
+    config = load_config(getattr(args, "config", None))
+    if getattr(args, "cache", None):
+        config = dataclasses.replace(config, cache=Path(args.cache))
+    return config
+
+
+def _store(config: Config) -> Store:
+    """The cache; :class:`ListError` (a usage error) if it cannot be made or used."""
+    from ..archive.store import Store
+
+    try:
+        return Store(config.cache)
+    except OSError as exc:
+        raise ListError(f"cannot use the cache {config.cache}: {exc.strerror or exc}") from None
+
+
+def _err(command: str, message: object) -> None:
+    print(f"wwwproxy {command}: {message}", file=sys.stderr)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be 0 or more")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be 0 or more seconds")
+    return value
+
+
+# --- wwwproxy fetch ---------------------------------------------------------------------------
+
+
+def add_fetch_parser(sub: SubParsers) -> argparse.ArgumentParser:
+    """``wwwproxy fetch``."""
+    p = sub.add_parser(
+        "fetch",
+        help="fetch the outgoing queue and lists of URLs into the cache",
+        description="Fetch the outgoing queue (requests made while offline) and the URLs of "
+        "each LIST into the cache, through the proxy's recording path; wwwproxy serve may be "
+        "running or not. LIST is a text file of URLs (one a line, # comments), - for stdin, "
+        "a URL database directory (--category selects records), or a URL. What is already "
+        "fresh in the cache is not fetched again (fresh: younger than the first matching "
+        "freshness rule's max_age, or, with no matching rule, cached at all), so running it "
+        "again resumes. Exit status 1 if any URL failed.",
+    )
+    p.add_argument("lists", nargs="*", metavar="LIST", help="URL list file, -, URL db dir, URL")
+    _common(p)
+    p.add_argument(
+        "--category",
+        action="append",
+        default=[],
+        metavar="C",
+        help="only URL database records in category C (repeatable)",
+    )
+    p.add_argument(
+        "--depth",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="follow links N levels deep (default 0: only the listed URLs)",
+    )
+    p.add_argument(
+        "--requisites",
+        action="store_true",
+        help="also fetch what pages need: images, style sheets (and their @import "
+        "and url()), scripts, frames, iframes, srcset, icons",
+    )
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--same-host",
+        dest="scope",
+        action="store_const",
+        const="host",
+        help="follow links on the listed URL's host only (default)",
+    )
+    scope.add_argument(
+        "--same-domain",
+        dest="scope",
+        action="store_const",
+        const="domain",
+        help="follow links within the listed URL's domain",
+    )
+    scope.add_argument(
+        "--any-host",
+        dest="scope",
+        action="store_const",
+        const="any",
+        help="follow links to any host",
+    )
+    scope.add_argument(
+        "--limit",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="follow only links under this URL prefix (repeatable)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=4,
+        metavar="N",
+        help="fetches at once (default %(default)s)",
+    )
+    p.add_argument(
+        "--per-host",
+        type=_positive_int,
+        default=2,
+        metavar="N",
+        help="fetches at once to one host (default %(default)s)",
+    )
+    p.add_argument(
+        "--delay",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait between two requests to one host (default 0)",
+    )
+    p.add_argument("--force", action="store_true", help="fetch again what is fresh")
+    p.add_argument(
+        "--ignore-robots", action="store_true", help="do not honour robots.txt when following links"
+    )
+    p.add_argument("--no-queue", action="store_true", help="leave the outgoing queue alone")
+    p.set_defaults(func=cmd_fetch, scope="host")
+    return p
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from ..config import ConfigError
+    from .prefetch import FetchOptions
+    from .progress import Progress, format_summary
+
+    try:
+        config = _config(args)
+        options = FetchOptions(
+            depth=args.depth,
+            requisites=args.requisites,
+            scope="prefix" if args.limit else args.scope,
+            limits=tuple(args.limit),
+            concurrency=args.concurrency,
+            per_host=args.per_host,
+            delay=args.delay,
+            force=args.force,
+            robots=not args.ignore_robots,
+        )
+        urls, problems = read_lists(args.lists, args.category)
+        store = _store(config)
+    except (ConfigError, ValueError, ListError) as exc:
+        _err("fetch", exc)
+        return 2
+    for problem in problems:
+        _err("fetch", problem)
+    progress = Progress(sys.stderr)
+    prefetcher: list[Prefetcher] = []
+    try:
+        summary = asyncio.run(
+            _fetch(config, store, urls, options, progress, not args.no_queue, prefetcher)
+        )
+    except KeyboardInterrupt:
+        progress.close()
+        if prefetcher:
+            print(format_summary(prefetcher[0].summary), file=sys.stderr)
+        _err("fetch", "interrupted; run it again to carry on where it stopped")
+        return 130
+    print(format_summary(summary), file=sys.stderr)
+    return 1 if summary.failed or problems else 0
+
+
+async def _fetch(
+    config: Config,
+    store: Store,
+    urls: list[str],
+    options: FetchOptions,
+    progress: Progress,
+    queue: bool,
+    holder: list[Prefetcher],
+) -> Summary:
+    from .prefetch import Prefetcher, fetching_server
+
+    async with fetching_server(config, store, per_host=options.per_host) as server:
+        holder.append(Prefetcher(server, options, progress))
+        return await holder[0].run(urls, queue=queue)
+
+
+# --- wwwproxy urldb ---------------------------------------------------------------------------
+
+
+def add_urldb_parser(sub: SubParsers) -> argparse.ArgumentParser:
+    """``wwwproxy urldb add|remove|list|check|import``."""
+    p = sub.add_parser(
+        "urldb",
+        help="manage a URL database (per-domain YAML files of URLs to keep)",
+        description="A URL database is a directory of per-domain YAML files (see "
+        "urldb-format.txt). add and import fetch each URL (into the cache, too) to learn its "
+        "content type, and with --static its length and SHA-256; check fetches every record "
+        "and reports each whose status is not 2xx/3xx or whose content type, length or "
+        "SHA-256 differs (exit status 1).",
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    _common(common)
+    common.add_argument(
+        "--db", metavar="DIR", help="the URL database directory (default: the config's urldb)"
+    )
+    categories = argparse.ArgumentParser(add_help=False)
+    categories.add_argument(
+        "--category", action="append", default=[], metavar="C", help="category (repeatable)"
+    )
+
+    add = actions.add_parser(
+        "add",
+        parents=[common, categories],
+        help="add or update a URL",
+        description="Fetch URL and add (or update) its record.",
+    )
+    add.add_argument("url", metavar="URL")
+    add.add_argument(
+        "--static", action="store_true", help="record the content's length and SHA-256 too"
+    )
+    remove = actions.add_parser("remove", parents=[common], help="remove a URL")
+    remove.add_argument("url", metavar="URL")
+    lst = actions.add_parser(
+        "list",
+        parents=[common],
+        help="list the URLs",
+        description="Print the URLs (https for https domains), one a line.",
+    )
+    lst.add_argument("--category", metavar="C", help="only records in category C")
+    lst.add_argument(
+        "-l",
+        "--long",
+        action="store_true",
+        help="also show content type and categories (tab-separated)",
+    )
+    check = actions.add_parser("check", parents=[common], help="fetch and verify every record")
+    check.add_argument("--category", metavar="C", help="only records in category C")
+    check.add_argument("--concurrency", type=_positive_int, default=4, metavar="N")
+    imp = actions.add_parser(
+        "import",
+        parents=[common, categories],
+        help="add every URL of a list",
+        description="Add every URL of FILE (one a line, # comments; - "
+        "for stdin), fetching each as add does.",
+    )
+    imp.add_argument("file", metavar="FILE")
+    imp.add_argument(
+        "--static", action="store_true", help="record each content's length and SHA-256 too"
+    )
+    p.set_defaults(func=cmd_urldb)
+    return p
+
+
+def cmd_urldb(args: argparse.Namespace) -> int:
+    from ..config import ConfigError
+    from ..urldb import URLDatabase, URLDBError
+
+    try:
+        config = _config(args)
+    except ConfigError as exc:
+        _err("urldb", exc)
+        return 2
+    db = URLDatabase(Path(args.db) if args.db else config.urldb)
+    try:
+        if args.action == "remove":
+            return _urldb_remove(db, args.url)
+        if args.action == "list":
+            return _urldb_list(db, args.category, args.long)
+        try:
+            store = _store(config)
+        except ListError as exc:
+            _err(f"urldb {args.action}", exc)
+            return 2
+        if args.action == "check":
+            return asyncio.run(_urldb_check(config, store, db, args.category, args.concurrency))
+        if args.action == "add":
+            return asyncio.run(
+                _urldb_add(config, store, db, [args.url], args.category, args.static)
+            )
+        if args.file == "-":
+            urls, problems = parse_url_list(sys.stdin.read(), "<stdin>")
+        else:
+            try:
+                text = Path(args.file).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                _err("urldb import", f"{args.file}: cannot read: {exc}")
+                return 2
+            urls, problems = parse_url_list(text, args.file)
+        for problem in problems:
+            _err("urldb import", problem)
+        status = asyncio.run(_urldb_add(config, store, db, urls, args.category, args.static))
+        return 1 if problems else status
+    except URLDBError as exc:
+        _err(f"urldb {args.action}", exc)
+        return 1
+
+
+def _urldb_remove(db: URLDatabase, url: str) -> int:
+    from ..urldb import URLDBError, parse_db_url
+
+    try:
+        parse_db_url(url)
+    except URLDBError as exc:
+        _err("urldb remove", exc)
+        return 2
+    if db.remove(url):
+        print(f"removed {url}")
+        return 0
+    _err("urldb remove", f"{url} is not in {db.directory}")
+    return 1
+
+
+def _urldb_list(db: URLDatabase, category: str | None, long: bool) -> int:
+    for entry in db.records(category):
+        if long:
+            cats = ",".join(entry.record.categories)
+            print(f"{entry.url}\t{entry.record.content_type}\t{cats}")
+        else:
+            print(entry.url)
+    for problem in db.problems:
+        _err("urldb list", problem)
+    return 1 if db.problems else 0
+
+
+async def _urldb_add(
+    config: Config,
+    store: Store,
+    db: URLDatabase,
+    urls: Iterable[str],
+    categories: list[str],
+    static: bool,
+) -> int:
+    from ..urldb import URLDBError, parse_db_url
+    from .prefetch import fetching_server, probe
+
+    command = "urldb add"
+    checked = []
+    status = 0
+    for url in urls:
+        try:
+            _, host, _ = parse_db_url(url)
+            # a malformed domain file fails here, before any fetching
+            db.domain_for(host, strict=True)
+            db.lookup(url)
+        except URLDBError as exc:
+            _err(command, exc)
+            status = max(status, 2 if exc.file is None else 1)
+            continue
+        checked.append(url)
+    if not checked:
+        return status
+    async with fetching_server(config, store) as server:
+        for url in checked:
+            result = await probe(server, url, digest=static)
+            if not result.ok:
+                why = result.error or f"HTTP {result.status} {result.reason}".rstrip()
+                _err(command, f"{url}: not added: {why}")
+                status = max(status, 1)
+                continue
+            content_type = result.content_type
+            if not content_type or not content_type.strip():
+                content_type = "application/octet-stream"
+                _err(command, f"{url}: the server sent no Content-Type; recorded as {content_type}")
+            try:
+                entry = db.add(
+                    url,
+                    content_type,
+                    categories,
+                    result.length if static else None,
+                    result.sha256 if static else None,
+                )
+            except URLDBError as exc:
+                _err(command, exc)
+                status = max(status, 1)
+                continue
+            print(f"added {entry.url} ({entry.record.content_type}) to {db.path_for(entry.domain)}")
+    return status
+
+
+def _media(content_type: str | None) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """A content type for comparing: type lower-cased, parameters with lower-case names
+    (and charset value), quotes and spaces removed."""
+    if not content_type:
+        return "", ()
+    head, *params = content_type.split(";")
+    out = []
+    for param in params:
+        name, _, value = param.partition("=")
+        name = name.strip().lower()
+        value = value.strip().strip('"')
+        if name == "charset":
+            value = value.lower()
+        if name:
+            out.append((name, value))
+    return head.strip().lower(), tuple(out)
+
+
+def compare_record(entry: Entry, result: Probe) -> list[str]:
+    """What ``urldb check`` reports for one record: status, content type, length, digest."""
+    record = entry.record
+    if result.error is not None:
+        return [result.error]
+    if result.status is None or not 200 <= result.status < 400:
+        return [f"status {result.status} {result.reason}".rstrip()]
+    problems = []
+    if _media(result.content_type) != _media(record.content_type):
+        problems.append(
+            f"content-type {result.content_type!r} (the database says {record.content_type!r})"
+        )
+    if record.content_length is not None and result.length != record.content_length:
+        problems.append(
+            f"content-length {result.length} (the database says {record.content_length})"
+        )
+    if record.content_sha256 is not None and result.sha256 != record.content_sha256:
+        problems.append(
+            f"content-sha256 {result.sha256} (the database says {record.content_sha256})"
+        )
+    return problems
+
+
+async def _urldb_check(
+    config: Config, store: Store, db: URLDatabase, category: str | None, concurrency: int
+) -> int:
+    from .prefetch import fetching_server, probe
+
+    entries = list(db.records(category))
+    bad = 0
+    limit = asyncio.Semaphore(concurrency)
+    async with fetching_server(config, store, per_host=concurrency) as server:
+
+        async def one(entry: Entry) -> tuple[Entry, list[str]]:
+            static = entry.record.content_length is not None or (
+                entry.record.content_sha256 is not None
+            )
+            async with limit:
+                return entry, compare_record(entry, await probe(server, entry.url, digest=static))
+
+        for entry, problems in await asyncio.gather(*(one(e) for e in entries)):
+            if problems:
+                bad += 1
+                where = db.path_for(entry.domain).name
+                for problem in problems:
+                    print(f"{entry.url}: {problem} [{where}]")
+    for problem in db.problems:
+        print(f"{problem}")
+    print(
+        f"{len(entries)} record{'s' if len(entries) != 1 else ''} checked, {bad} with problems"
+        + (f", {len(db.problems)} unusable database file(s)" if db.problems else ""),
+        file=sys.stderr,
+    )
+    return 1 if bad or db.problems else 0
+
+
+# --- wwwproxy monitor -------------------------------------------------------------------------
+
+
+def add_monitor_parser(sub: SubParsers) -> argparse.ArgumentParser:
+    """``wwwproxy monitor add|list|remove``."""
+    p = sub.add_parser(
+        "monitor",
+        help="URLs the running proxy refetches on a schedule",
+        description="Monitored URLs are kept in CACHE/monitor.yaml; the running proxy fetches "
+        "each (with its requisites) when due and online or autodial. A new URL is due at once.",
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    _common(common)
+    add = actions.add_parser(
+        "add",
+        parents=[common],
+        help="monitor a URL",
+        description="Monitor URL every HOURS hours, or at --hours (0-23, local time; default "
+        "0) on --weekdays (mon..sun; default every day). Adding a monitored URL again "
+        "changes its schedule.",
+    )
+    add.add_argument("url", metavar="URL")
+    add.add_argument("--every", metavar="HOURS", help="fetch every HOURS hours")
+    add.add_argument("--weekdays", metavar="DAYS", help="e.g. mon,thu")
+    add.add_argument("--hours", metavar="HOURS", help="e.g. 6,18")
+    actions.add_parser("list", parents=[common], help="list monitored URLs")
+    remove = actions.add_parser("remove", parents=[common], help="stop monitoring a URL")
+    remove.add_argument("url", metavar="URL")
+    p.set_defaults(func=cmd_monitor)
+    return p
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from ..config import ConfigError
+    from . import monitor
+
+    try:
+        path = monitor.monitor_path(_config(args).cache)
+        if args.action == "add":
+            if args.every is not None and (args.weekdays or args.hours):
+                raise monitor.MonitorError("give --every, or --weekdays/--hours, not both")
+            schedule = monitor.parse_schedule(args.every, args.weekdays, args.hours)
+            entry = monitor.add(path, args.url, schedule)
+            print(f"monitoring {entry.url} {monitor.describe(entry.schedule)}")
+            return 0
+        if args.action == "remove":
+            if monitor.remove(path, args.url):
+                print(f"no longer monitoring {args.url}")
+                return 0
+            _err("monitor remove", f"{args.url} is not monitored")
+            return 1
+        now = datetime.now().astimezone()
+        for row in monitor.page_rows(path, now):
+            last = row["last"] or "never"
+            nxt = "due now" if row["due"] else f"next {row['next']}"
+            error = f"\tlast try failed: {row['error']}" if row["error"] else ""
+            print(f"{row['url']}\t{row['schedule']}\tlast {last}\t{nxt}{error}")
+        return 0
+    except (ConfigError, monitor.MonitorError) as exc:
+        _err(f"monitor {args.action}", exc)
+        return 2
+
+
+# --- standalone -------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one of the three commands without the full ``wwwproxy`` parser (manual runs and
+    the tests' subprocesses: ``python -m wwwproxy.fetch.commands fetch ...``)."""
+    parser = argparse.ArgumentParser(prog="wwwproxy")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add_fetch_parser(sub)
+    add_urldb_parser(sub)
+    add_monitor_parser(sub)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
