@@ -1,134 +1,117 @@
-"""Command URLs: the proxy's own pages (``http://localhost:8080/...``).
+"""Command URLs: the proxy's own pages (``http://localhost:8080/...``), as in WWWOFFLE.
 
-For now the welcome page and ``/control/`` (mode switching, fetching the queue); the full set
-of pages (index, history, search, config, ...) builds on this dispatcher.
+:func:`handle_command` reads the arguments (query string and/or a POSTed
+``application/x-www-form-urlencoded`` form, by :class:`~wwwproxy.url.form.FormArgs`), checks
+every POST (password, form token: :mod:`.context`) and hands the request to its page.  Each page
+answers HTML, or the same data as JSON with ``Accept: application/json`` or ``?format=json``.
+
+Pages (one module per family): ``/`` (:mod:`.welcome`), ``/index/`` (:mod:`.index`),
+``/history/`` and ``/cache/`` (:mod:`.history`), ``/control/`` (:mod:`.control`),
+``/outgoing/`` (:mod:`.outgoing`), ``/refresh/`` (:mod:`.refresh`), ``/delete/``
+(:mod:`.delete`), ``/search/`` (:mod:`.search`), ``/config/`` (:mod:`.config`).
 """
 
 from __future__ import annotations
 
-import base64
-import hmac
-import html
-import secrets
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from aiohttp import web
 
-from ..proxy.modes import Mode
-from ..proxy.pages import page
 from ..url import URL
 from ..url.form import FormArgs
+from . import config, control, delete, history, index, outgoing, refresh, search, welcome
+from .context import API_HEADER, Context, PageError
 
 if TYPE_CHECKING:
     from ..proxy.server import ProxyServer
 
-__all__ = ["API_HEADER", "handle_command"]
+__all__ = ["API_HEADER", "ROUTES", "handle_command"]
 
-#: Non-browser clients (the ``wwwproxy`` CLI) send this header on state-changing requests; a
-#: cross-site page cannot (a custom header needs a CORS preflight that we never grant).
-API_HEADER = "X-Wwwproxy-Request"
-_TOKEN_COOKIE = "wwwproxy_token"
+MAX_FORM_BODY = 1024 * 1024
+_FORM_TYPES = ("", "application/x-www-form-urlencoded")
 
+Page = Callable[[Context], Awaitable[web.StreamResponse]]
 
-def _wants_json(request: web.Request, args: FormArgs) -> bool:
-    return args.get("format") == "json" or "application/json" in request.headers.get("Accept", "")
-
-
-def _password_ok(request: web.Request, server: ProxyServer) -> bool:
-    password = server.config.password
-    if not password:
-        return True
-    auth = request.headers.get("Authorization", "")
-    if not auth.lower().startswith("basic "):
-        return False
-    try:
-        _, _, given = base64.b64decode(auth[6:].strip()).decode("utf-8").partition(":")
-    except (ValueError, UnicodeDecodeError):
-        return False
-    return hmac.compare_digest(given.encode(), password.encode())
+#: Path -> page.  ``/index/<proto>/<host>/`` is matched by prefix (see :func:`route`).
+ROUTES: dict[str, Page] = {
+    "/": welcome.page,
+    "/index/": index.page,
+    "/history/": history.page,
+    "/cache/": history.cached,
+    "/control/": control.page,
+    "/outgoing/": outgoing.page,
+    "/refresh/": refresh.page,
+    "/delete/": delete.page,
+    "/search/": search.page,
+    "/config/": config.page,
+}
 
 
-def _csrf_ok(request: web.Request, args: FormArgs) -> bool:
-    if request.headers.get(API_HEADER):
-        return True
-    cookie = request.cookies.get(_TOKEN_COOKIE, "")
-    token = args.get("token") or ""
-    return bool(cookie) and hmac.compare_digest(cookie.encode(), token.encode())
+def route(path: str) -> Page | None:
+    """The page for a (decoded) path; ``/index`` and ``/index/`` alike."""
+    if path in ROUTES:
+        return ROUTES[path]
+    if not path.endswith("/") and path + "/" in ROUTES:
+        return ROUTES[path + "/"]
+    if path.startswith("/index/"):
+        return index.page
+    return None
 
 
-def _status(server: ProxyServer) -> dict[str, object]:
-    return {
-        "mode": server.state.mode.value,
-        "queued": len(server.queue),
-        "cache": str(server.store.root),
-        "listen": server.config.listen,
-    }
+async def _read_form(request: web.Request) -> bytes:
+    if request.method != "POST" or not request.body_exists:
+        return b""
+    if request.content_length is not None and request.content_length > MAX_FORM_BODY:
+        raise PageError(413, "The form is too large.", title="Request too large")
+    chunks, size = [], 0
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > MAX_FORM_BODY:
+            raise PageError(413, "The form is too large.", title="Request too large")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def handle_command(
     request: web.Request, server: ProxyServer, url: URL | None
 ) -> web.StreamResponse:
-    path = url.path if url is not None else request.path
-    query = url.args if url is not None else request.query_string
-    body = await request.read() if request.method == "POST" else b""
-    args = FormArgs.parse(query, body)
-    if path in ("/", "/control", "/control/"):
-        return await _control(request, server, args)
-    return web.Response(
-        status=404,
-        text=page("Not found", f"There is no page <code>{html.escape(path)}</code> here."),
-        content_type="text/html",
-        headers={"Cache-Control": "no-store"},
-    )
-
-
-async def _control(request: web.Request, server: ProxyServer, args: FormArgs) -> web.Response:
-    message = ""
-    if request.method == "POST":
-        if not _password_ok(request, server):
-            return web.Response(
-                status=401,
-                text="A password is needed to control this proxy.\n",
-                headers={"WWW-Authenticate": 'Basic realm="wwwproxy", charset="UTF-8"'},
+    """Answer a request addressed to the proxy itself.  ``url`` is the canonical URL when the
+    request came in absolute form through the proxy, else None (origin form: use the request)."""
+    if url is not None:
+        raw_path, query = url.path, url.args
+    else:
+        raw_path, _, query = request.raw_path.partition("?")
+    path = unquote(raw_path, errors="replace") or "/"
+    args = FormArgs.parse(query)
+    ctx = Context.make(request, server, path, args)
+    try:
+        if request.method not in ("GET", "HEAD", "POST"):
+            response = ctx.error_response(
+                405, "Method not allowed", f"{request.method} is not used here."
             )
-        if not _csrf_ok(request, args):
-            return web.Response(status=403, text="Refused: missing or wrong form token.\n")
-        mode = args.get("mode")
-        if mode is not None:
-            try:
-                server.state.mode = Mode(mode)
-            except ValueError:
-                return web.Response(status=400, text=f"Unknown mode {mode!r}.\n")
-            message = f"Mode is now {server.state.mode.value}."
-        if args.get("action") == "fetch":
-            fetched, failed = await server.fetch_queue()
-            message += f" Fetched {fetched} queued request(s), {failed} failed."
-    status = _status(server)
-    if message:
-        status["message"] = message.strip()
-    if _wants_json(request, args):
-        return web.json_response(status, headers={"Cache-Control": "no-store"})
-    token = request.cookies.get(_TOKEN_COOKIE) or secrets.token_urlsafe(24)
-    buttons = "".join(
-        f'<form method="post" action="/control/" style="display:inline">'
-        f'<input type="hidden" name="token" value="{html.escape(token)}">'
-        f'<button name="mode" value="{m.value}">{m.value}</button></form> '
-        for m in Mode
-    )
-    fetch_button = (
-        f'<form method="post" action="/control/"><input type="hidden" name="token" '
-        f'value="{html.escape(token)}"><button name="action" value="fetch">Fetch the queue '
-        f"({status['queued']} requests)</button></form>"
-    )
-    text = page(
-        "wwwproxy control",
-        html.escape(message.strip()) if message else "",
-        f"Mode: <b>{html.escape(str(status['mode']))}</b>",
-        buttons,
-        fetch_button,
-    )
-    response = web.Response(
-        text=text, content_type="text/html", headers={"Cache-Control": "no-store"}
-    )
-    response.set_cookie(_TOKEN_COOKIE, token, httponly=True, samesite="Strict", path="/")
-    return response
+            response.headers["Allow"] = "GET, HEAD, POST"
+            return response
+        page = route(path)
+        if page is None:
+            if path == "/favicon.ico":
+                return web.Response(status=204, headers={"Cache-Control": "max-age=86400"})
+            raise PageError(404, f"There is no page {path!r} here.")
+        if request.method == "POST":
+            raw_type = request.headers.get("Content-Type", "") if request.body_exists else ""
+            ctype = raw_type.split(";", 1)[0].strip().lower()
+            if ctype not in _FORM_TYPES:
+                raise PageError(
+                    415,
+                    f"Forms must be sent as application/x-www-form-urlencoded, not {ctype}.",
+                    title="Unsupported form",
+                )
+            ctx.args = FormArgs.parse(query, await _read_form(request))
+            ctx.wants_json = ctx.wants_json or ctx.args.get("format") == "json"
+            refused = ctx.refuse_post()
+            if refused is not None:
+                return refused
+        return await page(ctx)
+    except PageError as exc:
+        return ctx.error_response(exc.status, exc.title, exc.message)

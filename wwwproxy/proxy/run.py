@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
+from ..archive.search import SearchIndex
 from ..archive.store import Store
 from ..commands import handle_command
 from ..config import Config, ConfigError, load_config
@@ -63,6 +64,7 @@ class Running:
 async def start(config: Config, *, mode: Mode | None = None) -> Running:
     """Start the proxy on ``config.listen`` (port 0: any free port) and return at once."""
     store = Store(config.cache)
+    SearchIndex.for_store(store)  # full-text search follows every recording
     server = ProxyServer(config, store, mode=mode, commands=handle_command)
     app = server.make_app()
     runner = web.AppRunner(

@@ -1,0 +1,213 @@
+"""The full-text search index: decoding, text extraction, safe queries, and staying in step
+with a real Store (listener, revisits, deletes, rebuild)."""
+
+from __future__ import annotations
+
+import gzip
+import sqlite3
+import zlib
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wwwproxy.archive.search import (
+    SEARCH_DB,
+    SearchIndex,
+    decode_content,
+    decode_text,
+    extract_text,
+    fts_query,
+)
+from wwwproxy.archive.store import Store
+from wwwproxy.url import canonicalize
+
+
+def put(store: Store, url: str, body: bytes, headers, status=200, when=None) -> None:
+    u = canonicalize(url)
+    rec = store.recorder(u, u.file, method="GET", request_headers=[], request_body=b"", date=when)
+    rec.write(body)
+    rec.finish(status, "OK", headers)
+
+
+HTML = [("Content-Type", "text/html; charset=utf-8")]
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = Store(tmp_path / "cache")
+    index = SearchIndex(store.root)
+    index.attach(store)
+    yield store, index
+    index.close()
+
+
+# --- pure parts ----------------------------------------------------------------------------
+
+
+def test_decode_content_gzip_deflate_and_raw_deflate():
+    data = b"hello " * 100
+    assert decode_content(gzip.compress(data), "gzip") == data
+    assert decode_content(zlib.compress(data), "deflate") == data
+    raw = zlib.compressobj(wbits=-15)
+    assert decode_content(raw.compress(data) + raw.flush(), "deflate") == data
+    assert decode_content(data, None) == data and decode_content(data, "identity") == data
+    assert decode_content(gzip.compress(gzip.compress(data)), "gzip, gzip") == data
+    assert decode_content(gzip.compress(data), "gzip", limit=10) == data[:10]
+    with pytest.raises(ValueError, match="unknown content encoding 'zstd'"):
+        decode_content(data, "zstd")
+    with pytest.raises(ValueError, match="bad compressed data"):
+        decode_content(b"not gzip", "gzip")
+
+
+def test_decode_text_by_bom_header_and_meta():
+    assert decode_text("café".encode("latin-1"), "text/html; charset=ISO-8859-1") == "café"
+    meta = b'<meta charset="windows-1252"><p>\x93q\x94'
+    assert decode_text(meta, "text/html") == '<meta charset="windows-1252"><p>\u201cq\u201d'
+    assert decode_text(b"\xff\xfe" + "é".encode("utf-16-le"), None) == "é"
+    assert decode_text(b"\xef\xbb\xbfok", "text/plain") == "ok"
+    assert decode_text(b"bad \xff byte", "text/plain; charset=nonsense") == "bad \ufffd byte"
+
+
+def test_extract_text_keeps_what_a_reader_sees():
+    title, text = extract_text(
+        "<html><head><title>The <b> &amp; title</title><style>p{x:1}</style>"
+        "<script>var secret=1</script></head><body><p>One</p><p>two&nbsp;three</p>"
+        "<template>hidden</template></body></html>"
+    )
+    assert title == "The <b> & title"
+    assert text == "One two three"
+    assert "secret" not in text and "hidden" not in text and "x:1" not in text
+    assert extract_text("plain\n\ntext\x00here", "text/plain") == ("", "plain text here")
+
+
+def test_fts_query_quotes_every_word():
+    assert fts_query("hello world") == '"hello" "world"'
+    assert fts_query('say "hi"') == '"say" """hi"""'
+    assert fts_query("pre*") == '"pre"*'
+    assert fts_query("*** ( ) -") is None
+    assert fts_query("") is None
+
+
+@settings(max_examples=150)
+@given(st.text(max_size=30))
+def test_no_query_raises(tmp_path_factory, query):
+    index = _shared_index(tmp_path_factory)
+    result = index.search(query)
+    assert result.total >= 0
+
+
+_INDEXES: dict[str, SearchIndex] = {}
+
+
+def _shared_index(factory) -> SearchIndex:
+    if "x" not in _INDEXES:
+        index = SearchIndex(factory.mktemp("search"))
+        index.add("http://e.example/", "http://e.example/", title="Example", text="some words")
+        _INDEXES["x"] = index
+    return _INDEXES["x"]
+
+
+# --- with a real store -----------------------------------------------------------------------
+
+
+def test_recorded_pages_are_indexed_at_once(store):
+    store, index = store
+    put(store, "http://e.example/a", b"<title>Alpha</title><p>red fox</p>", HTML)
+    put(
+        store,
+        "http://e.example/gz",
+        gzip.compress(b"<title>Zed</title>zipped fox"),
+        [*HTML, ("Content-Encoding", "gzip")],
+    )
+    put(store, "http://e.example/img.png", b"\x89PNG fox", [("Content-Type", "image/png")])
+    put(store, "http://e.example/missing", b"<title>404</title>fox", HTML, status=404)
+    results = index.search("fox")
+    assert [h.url for h in results.hits] == ["http://e.example/a", "http://e.example/gz"]
+    assert results.hits[0].title == "Alpha"
+    assert any(hit for _, hit in results.hits[0].snippet)
+    assert [h.url for h in index.search("img.png").hits] == ["http://e.example/img.png"]
+    assert index.count() == (4, 2)
+
+
+def test_titles_rank_first_and_url_matches_follow(store):
+    store, index = store
+    put(store, "http://e.example/body", b"<title>x</title>kiwi kiwi kiwi", HTML)
+    put(store, "http://e.example/title", b"<title>Kiwi</title>other", HTML)
+    put(store, "http://e.example/kiwi.css", b"a{}", [("Content-Type", "text/css")])
+    assert [h.url for h in index.search("kiwi").hits] == [
+        "http://e.example/title",
+        "http://e.example/body",
+        "http://e.example/kiwi.css",
+    ]
+    page = index.search("kiwi", limit=1, offset=1)
+    assert page.total == 3 and [h.url for h in page.hits] == ["http://e.example/body"]
+
+
+def test_new_capture_replaces_the_text_and_revisit_keeps_it(store):
+    store, index = store
+    url = "http://e.example/p"
+    put(store, url, b"<title>v1</title>apple", HTML, when=datetime(2020, 1, 1, tzinfo=UTC))
+    put(store, url, b"<title>v2</title>banana", HTML, when=datetime(2021, 1, 1, tzinfo=UTC))
+    assert index.search("apple").total == 0 and index.search("banana").total == 1
+    put(store, url, b"<title>v2</title>banana", HTML, when=datetime(2022, 1, 1, tzinfo=UTC))
+    (hit,) = index.search("banana").hits
+    assert hit.title == "v2" and hit.fetched.startswith("2022")
+
+
+def test_remove_remove_files_prune_and_rebuild(store):
+    store, index = store
+    for name in ("a", "b", "c"):
+        put(store, f"http://e.example/{name}", f"<title>{name}</title>pear".encode(), HTML)
+    assert index.remove("http://e.example/a") and not index.remove("http://e.example/a")
+    b = store.path_for(canonicalize("http://e.example/b"))
+    assert index.remove_files([store.warcfile_name(b)]) == 1
+    assert [h.url for h in index.search("pear").hits] == ["http://e.example/c"]
+    store.path_for(canonicalize("http://e.example/c")).unlink()
+    assert index.prune(store) == 1 and index.search("pear").total == 0
+    # rebuild from the index: a and b are still in the cache
+    assert index.rebuild(store) == 3  # c's index line is still there, its file is not
+    assert sorted(h.url for h in index.search("pear").hits) == [
+        "http://e.example/a",
+        "http://e.example/b",
+    ]
+
+
+def test_rebuild_indexes_a_revisit_from_its_original(tmp_path):
+    store = Store(tmp_path / "cache")
+    url = "http://e.example/r"
+    put(store, url, b"<title>R</title>cherry", HTML, when=datetime(2020, 1, 1, tzinfo=UTC))
+    put(store, url, b"<title>R</title>cherry", HTML, when=datetime(2021, 1, 1, tzinfo=UTC))
+    index = SearchIndex(store.root)
+    assert index.search("cherry").total == 0
+    assert index.rebuild(store) == 1
+    (hit,) = index.search("cherry").hits
+    assert hit.title == "R" and hit.fetched.startswith("2021")
+
+
+def test_for_store_attaches_once_and_survives_reopen(tmp_path):
+    store = Store(tmp_path / "cache")
+    index = SearchIndex.for_store(store)
+    assert SearchIndex.for_store(store) is index and len(store.listeners) == 1
+    put(store, "http://e.example/", b"<title>T</title>plum", HTML)
+    again = SearchIndex(store.root)
+    assert again.search("plum").total == 1
+    assert (store.root / SEARCH_DB).exists()
+
+
+def test_a_corrupt_database_is_a_clear_error(tmp_path):
+    (tmp_path / SEARCH_DB).write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(ValueError, match="not a usable search database"):
+        SearchIndex(tmp_path)
+
+
+def test_listener_failure_never_breaks_recording(tmp_path):
+    store = Store(tmp_path / "cache")
+    index = SearchIndex(store.root)
+    index.attach(store)
+    index.close()  # every write to the search index now fails
+    put(store, "http://e.example/", b"<title>T</title>x", HTML)
+    assert len(store.captures("http://e.example/")) == 1
+    with pytest.raises(sqlite3.ProgrammingError):
+        index.count()

@@ -1,0 +1,140 @@
+"""``/config/``: the configuration in force; an edit keeps the file's comments and order,
+is validated before it is saved, and is reloaded at once."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from wwwproxy.commands.config import KEYS, edit_config_text
+from wwwproxy.config import ConfigError, load_config, parse_config
+from wwwproxy.proxy.modes import Mode
+
+from .conftest import TIMEOUT, Client, start_proxy
+
+CONF = Path(__file__).resolve().parents[2] / "conf" / "wwwproxy.yaml"
+
+
+def comments(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.lstrip().startswith("#")]
+
+
+@pytest.fixture
+async def configured(tmp_path):
+    path = tmp_path / "wwwproxy.yaml"
+    shutil.copy(CONF, path)
+    config = dataclasses.replace(load_config(path), listen_port=0, cache=tmp_path / "cache")
+    running = await start_proxy(config)
+    async with aiohttp.ClientSession(
+        cookie_jar=aiohttp.CookieJar(unsafe=True), timeout=TIMEOUT
+    ) as session:
+        yield running, Client(running.port, "direct", session), path
+    await running.stop()
+
+
+async def test_shows_the_configuration_in_force(configured):
+    running, client, path = configured
+    status, text, _ = await client.get("/config/")
+    assert status == 200 and str(path) in text
+    for key in KEYS:
+        assert f'name="key" value="{key}"' in text
+    status, data = await client.get_json("/config/")
+    assert data["effective"]["read_timeout"] == 60.0
+    assert data["effective"]["allowed_clients"] == ["127.0.0.0/8", "::1/128"]
+    assert data["file"]["allowed_clients"] == "- 127.0.0.0/8\n- ::1/128\n"
+
+
+async def test_edit_saves_keeping_comments_and_reloads(configured):
+    running, client, path = configured
+    before = path.read_text()
+    status, text, _ = await client.post("/config/", {"key": "read_timeout", "value": "25"})
+    assert status == 200 and "Saved read_timeout" in text
+    after = path.read_text()
+    assert comments(after) == comments(before)
+    assert after == before.replace("read_timeout: 60", "read_timeout: 25")
+    assert running.server.config.read_timeout == 25.0
+    status, _, _ = await client.post(
+        "/config/", {"key": "allowed_clients", "value": "- 127.0.0.0/8\n- 10.0.0.0/8\n"}
+    )
+    assert status == 200
+    assert comments(path.read_text()) == comments(before)
+    assert [str(n) for n in running.server.config.allowed_clients] == ["127.0.0.0/8", "10.0.0.0/8"]
+
+
+async def test_invalid_value_is_refused_and_nothing_saved(configured):
+    running, client, path = configured
+    before = path.read_text()
+    status, text, _ = await client.post("/config/", {"key": "read_timeout", "value": "soon"})
+    assert status == 400 and "read_timeout" in text and "positive number" in text
+    assert 'aria-label="read_timeout">soon</textarea>' in text  # the entry is kept to fix
+    status, data = await client.post_api("/config/", {"key": "mode", "value": "[unclosed"})
+    assert status == 400 and "YAML" in data["error"]
+    status, data = await client.post_api("/config/", {"key": "colour", "value": "red"})
+    assert status == 400 and "unknown key" in data["error"]
+    assert path.read_text() == before
+    assert running.server.config.read_timeout == 60.0
+
+
+async def test_editing_mode_switches_other_edits_keep_it(configured):
+    running, client, path = configured
+    running.server.state.mode = Mode.AUTODIAL
+    await client.post_api("/config/", {"key": "connect_timeout", "value": "5"})
+    assert running.server.state.mode is Mode.AUTODIAL
+    await client.post_api("/config/", {"key": "mode", "value": "offline"})
+    assert running.server.state.mode is Mode.OFFLINE
+    assert "mode: offline" in path.read_text()
+
+
+async def test_password_is_never_shown(configured):
+    running, client, path = configured
+    status, data = await client.post_api("/config/", {"key": "password", "value": "hunter2"})
+    assert status == 200 and running.server.config.password == "hunter2"
+    async with client.session.get(client.url("/config/")) as resp:
+        text = await resp.text()
+    assert "hunter2" not in text and "(set)" in text
+    status, data = await client.get_json("/config/")
+    assert "hunter2" not in str(data)
+    # from now on the password is needed
+    status, _ = await client.post_api("/config/", {"key": "password", "value": ""})
+    assert status == 401
+
+
+async def test_without_a_file_nothing_is_editable(client):
+    status, text, _ = await client.get("/config/")
+    assert status == 200 and "cannot be edited" in text
+    status, data = await client.post_api("/config/", {"key": "mode", "value": "offline"})
+    assert status == 409
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("allowed_clients", "[127.0.0.0/8]"),
+        ("connect_ports", "- 443\n- 8443\n"),
+        ("names", "- proxy.lan\n- cache.lan\n"),
+        ("freshness", "- pattern: '\\.css$'\n  max_age: 60\n"),
+        ("password", ""),
+        ("urldb", "other"),
+    ],
+)
+def test_every_kind_of_edit_keeps_all_comments(key, value):
+    text = CONF.read_text()
+    new_text, config = edit_config_text(text, key, value, "f.yaml")
+    assert comments(new_text) == comments(text)
+    assert parse_config(new_text, "f.yaml") == config
+    order = [line.split(":")[0] for line in new_text.splitlines() if line[:1].isalpha()]
+    assert order == [line.split(":")[0] for line in text.splitlines() if line[:1].isalpha()]
+
+
+def test_edit_of_a_missing_key_appends_it():
+    new_text, config = edit_config_text(
+        "# just a comment\nmode: online\n", "read_timeout", "9", "f"
+    )
+    assert new_text == "# just a comment\nmode: online\nread_timeout: 9\n"
+    assert config.read_timeout == 9.0
+    with pytest.raises(ConfigError, match="f:.*expected a positive number"):
+        edit_config_text("mode: online\n", "read_timeout", "-1", "f")

@@ -1,0 +1,70 @@
+"""``/search/``: full-text search of recorded pages (kept up to date as they are recorded)."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from wwwproxy.archive.search import SearchIndex
+
+
+async def test_pages_are_searchable_as_soon_as_recorded(client, origin, fetch, visible):
+    for path in ("/", "/a.html", "/gz.html", "/latin1.html", "/img.png"):
+        await fetch(origin.url(path))
+    status, data = await client.get_json("/search/?q=fox")
+    assert status == 200 and [r["url"] for r in data["results"]] == [origin.url("/")]
+    assert data["results"][0]["title"] == "Origin home"
+    assert "fox" in data["results"][0]["snippet"]
+    _, data = await client.get_json("/search/?q=zebracorn")  # a gzip-encoded page
+    assert [r["url"] for r in data["results"]] == [origin.url("/gz.html")]
+    _, data = await client.get_json("/search/?q=" + quote("crème"))  # latin-1 page
+    assert [r["title"] for r in data["results"]] == ["Café"]
+    _, data = await client.get_json("/search/?q=creme")  # diacritics folded
+    assert data["total"] == 1
+    _, data = await client.get_json("/search/?q=img.png")  # by URL
+    assert [r["url"] for r in data["results"]] == [origin.url("/img.png")]
+    status, text, _ = await client.get("/search/?q=quick+fox")
+    assert "<mark>fox</mark>" in text and "Origin home" in visible(text)
+    assert 'value="quick fox"' in text
+
+
+async def test_queries_with_syntax_characters_never_fail(client, origin, fetch):
+    await fetch(origin.url("/a.html"))
+    for q in ['"', "AND OR NOT", "a:b", "(", "*", "NEAR(", "page*", "'; DROP TABLE pages; --", "%"]:
+        status, data = await client.get_json("/search/?q=" + quote(q))
+        assert status == 200, q
+    _, data = await client.get_json("/search/?q=" + quote("pag*"))
+    assert data["total"] >= 1
+
+
+async def test_paging_results(client, proxy):
+    index = SearchIndex.for_store(proxy.server.store)
+    for i in range(45):
+        index.add(
+            f"http://many.example/{i}", f"http://many.example/{i}", title=f"T{i}", text="common"
+        )
+    _, data = await client.get_json("/search/?q=common&page=3")
+    assert data["total"] == 45 and len(data["results"]) == 5
+    status, text, _ = await client.get("/search/?q=common&page=2")
+    assert (
+        'href="/search/?q=common&amp;page=3"' in text
+        and 'href="/search/?q=common&amp;page=1"' in text
+    )
+
+
+async def test_rebuild_from_the_cache(client, proxy, origin, fetch):
+    await fetch(origin.url("/a.html"))
+    index = SearchIndex.for_store(proxy.server.store)
+    index.remove(origin.url("/a.html"))
+    _, data = await client.get_json("/search/?q=page")
+    assert data["total"] == 0
+    status, text, _ = await client.post("/search/", {"action": "rebuild"})
+    assert status == 200 and "rebuilt: 1 page(s)" in text
+    _, data = await client.get_json("/search/?q=page")
+    assert data["total"] == 1
+
+
+async def test_empty_query_shows_the_form(client):
+    status, text, _ = await client.get("/search/")
+    assert status == 200 and 'name="q"' in text and "Rebuild the search index" in text
+    status, data = await client.get_json("/search/?q=" + "x" * 600)
+    assert status == 400

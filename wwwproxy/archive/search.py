@@ -1,0 +1,551 @@
+"""Full-text search of the cache: SQLite FTS5 (standard library) in ``<cache>/search.sqlite3``.
+
+The index is derived data, like the CDXJ index: it is kept up to date by a :class:`Store`
+listener as pages are recorded, and :meth:`SearchIndex.rebuild` makes it again from the cache.
+Every cached URL gets a row (so URLs can be searched by substring); text/html and text/plain
+responses also get their title and visible text indexed (decoded from their Content-Encoding and
+charset, size-capped).  Text is stored as text, never escaped: escaping is the renderer's job.
+
+A user's query never reaches FTS5's query syntax: each word is quoted as a phrase, so no input
+can raise a syntax error.
+"""
+
+from __future__ import annotations
+
+import codecs
+import html
+import logging
+import os
+import re
+import sqlite3
+import threading
+import weakref
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .cdxj import CDXJError, CDXJRecord
+from .warc import WARCFormatError, open_payload
+
+if TYPE_CHECKING:
+    from ..url import URL
+    from .store import Store
+
+__all__ = [
+    "SEARCH_DB",
+    "SearchHit",
+    "SearchIndex",
+    "SearchResults",
+    "charset_param",
+    "decode_content",
+    "decode_text",
+    "extract_text",
+    "fts_query",
+]
+
+log = logging.getLogger(__name__)
+
+SEARCH_DB = "search.sqlite3"
+MAX_PAYLOAD = 8 * 1024 * 1024  # bytes of (decoded) payload looked at for text
+MAX_TEXT = 256 * 1024  # characters of visible text kept per page
+MAX_TITLE = 1000
+MAX_RESULTS = 1000  # matches gathered per query before paging
+TEXT_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
+_HIT_START, _HIT_END = "\x02", "\x03"  # snippet markers; never in stored text (see _clean)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_SPACE = re.compile(r"\s+")
+_TITLE = re.compile(r"<title\b[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
+_WORD = re.compile(r"\w", re.UNICODE)
+_META_CHARSET = re.compile(
+    rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_\-:.]+)""", re.IGNORECASE
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS pages (
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,
+    url TEXT NOT NULL,
+    file TEXT,
+    mime TEXT,
+    status INTEGER,
+    fetched TEXT,
+    title TEXT
+);
+CREATE INDEX IF NOT EXISTS pages_file ON pages(file);
+CREATE VIRTUAL TABLE IF NOT EXISTS page_text USING fts5(
+    title, body, tokenize = 'unicode61 remove_diacritics 2'
+);
+"""
+
+
+# --- decoding and text extraction (pure) --------------------------------------------------------
+
+
+def decode_content(data: bytes, content_encoding: str | None, limit: int = MAX_PAYLOAD) -> bytes:
+    """Undo gzip / deflate Content-Encoding (and br when a brotli module is installed), at
+    most ``limit`` bytes out.  Raises ValueError for an encoding it cannot undo."""
+    codings = [c.strip().lower() for c in (content_encoding or "").split(",") if c.strip()]
+    for coding in reversed(codings):
+        if coding in ("identity", ""):
+            continue
+        if coding in ("gzip", "x-gzip"):
+            data = _inflate(data, 16 + zlib.MAX_WBITS, limit)
+        elif coding == "deflate":
+            try:
+                data = _inflate(data, zlib.MAX_WBITS, limit)
+            except ValueError:  # raw deflate, as some servers send
+                data = _inflate(data, -zlib.MAX_WBITS, limit)
+        elif coding == "br":
+            try:
+                import brotli  # type: ignore[import-not-found]
+            except ImportError:
+                raise ValueError("br content encoding needs the brotli module") from None
+            try:
+                data = brotli.decompress(data)[:limit]
+            except Exception as exc:  # noqa: BLE001 (brotli raises its own error type)
+                raise ValueError(f"bad br data: {exc}") from None
+        else:
+            raise ValueError(f"unknown content encoding {coding!r}")
+    return data[:limit]
+
+
+def _inflate(data: bytes, wbits: int, limit: int) -> bytes:
+    try:
+        d = zlib.decompressobj(wbits)
+        return d.decompress(data, limit)
+    except zlib.error as exc:
+        raise ValueError(f"bad compressed data: {exc}") from None
+
+
+def charset_param(content_type: str | None) -> str | None:
+    """The charset parameter of a Content-Type, if any."""
+    for param in (content_type or "").split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip("\"'") or None
+    return None
+
+
+def _codec(label: str | None) -> str | None:
+    if not label:
+        return None
+    try:
+        return codecs.lookup(label).name
+    except LookupError:
+        return None
+
+
+def decode_text(data: bytes, content_type: str | None) -> str:
+    """Bytes to text by BOM, Content-Type charset, ``<meta charset>``, else UTF-8 (bad bytes
+    become U+FFFD)."""
+    for bom, codec in (
+        (codecs.BOM_UTF8, "utf-8"),
+        (codecs.BOM_UTF16_LE, "utf-16-le"),
+        (codecs.BOM_UTF16_BE, "utf-16-be"),
+    ):
+        if data.startswith(bom):
+            return data[len(bom) :].decode(codec, "replace")
+    codec = _codec(charset_param(content_type))
+    if codec is None and "html" in (content_type or "").lower():
+        m = _META_CHARSET.search(data[:2048])
+        codec = _codec(m.group(1).decode("ascii")) if m else None
+    return data.decode(codec or "utf-8", "replace")
+
+
+def _clean(text: str) -> str:
+    return _SPACE.sub(" ", _CONTROL.sub(" ", text)).strip()
+
+
+_BLOCK_TAGS = (
+    "p div br li tr td th h1 h2 h3 h4 h5 h6 section article header footer nav main aside "
+    "blockquote pre table ul ol dl dt dd hr title option figure figcaption"
+)
+
+
+class _TextParser(HTMLParser):
+    """Title and the text a reader sees (no scripts, styles or templates)."""
+
+    _HIDDEN = frozenset({"script", "style", "template", "noframes"})
+    _BLOCK = frozenset(_BLOCK_TAGS.split())
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.title: list[str] = []
+        self.text: list[str] = []
+        self.size = 0
+        self._hidden = 0
+        self._in_title = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title":
+            self._in_title = True
+        elif tag in self._HIDDEN:
+            self._hidden += 1
+        if tag in self._BLOCK:
+            self.text.append(" ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self._in_title = False
+        elif tag in self._HIDDEN and self._hidden:
+            self._hidden -= 1
+        if tag in self._BLOCK:
+            self.text.append(" ")
+
+    def handle_data(self, data: str) -> None:
+        if self._in_title:
+            self.title.append(data)
+        elif not self._hidden and self.size < MAX_TEXT:
+            self.text.append(data)
+            self.size += len(data)
+
+
+def extract_text(document: str, mime: str = "text/html") -> tuple[str, str]:
+    """``(title, visible text)`` of a page, whitespace collapsed and capped."""
+    if mime == "text/plain":
+        return "", _clean(document[: MAX_TEXT * 2])[:MAX_TEXT]
+    parser = _TextParser()
+    try:
+        parser.feed(document)
+        parser.close()
+    except AssertionError:  # html.parser's last-resort complaints: keep what was read
+        pass
+    # <title> holds text only (RCDATA): "<b>" in it is text, as a browser's tab shows it
+    m = _TITLE.search(document, 0, 1024 * 1024)
+    raw_title = html.unescape(m.group(1)) if m else "".join(parser.title)
+    title = _clean(raw_title)[:MAX_TITLE]
+    return title, _clean("".join(parser.text))[:MAX_TEXT]
+
+
+def fts_query(query: str) -> str | None:
+    """A user's words as an FTS5 query that cannot be a syntax error: every word a quoted
+    phrase (all must match); a word ending in ``*`` matches as a prefix.  None if no word."""
+    parts = []
+    for word in _CONTROL.sub(" ", query).split():
+        prefix = word.endswith("*")
+        word = word.rstrip("*")
+        if not _WORD.search(word):
+            continue
+        parts.append('"' + word.replace('"', '""') + '"' + ("*" if prefix else ""))
+    return " ".join(parts) if parts else None
+
+
+def _like_terms(query: str) -> list[str]:
+    return [
+        "%" + t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        for t in query.split()
+    ]
+
+
+def _segments(snippet: str) -> tuple[tuple[str, bool], ...]:
+    """FTS5 snippet text with markers -> ``(text, highlighted)`` pieces."""
+    out: list[tuple[str, bool]] = []
+    for i, part in enumerate(re.split(f"[{_HIT_START}{_HIT_END}]", snippet)):
+        if part:
+            out.append((part, i % 2 == 1))
+    return tuple(out)
+
+
+# --- the index ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    key: str
+    url: str
+    title: str
+    snippet: tuple[tuple[str, bool], ...]  # (text, matched) pieces; escape when rendering
+    fetched: str | None
+    mime: str | None
+
+    @property
+    def snippet_text(self) -> str:
+        return "".join(text for text, _ in self.snippet)
+
+
+@dataclass(frozen=True)
+class SearchResults:
+    query: str
+    total: int  # matches found (at most MAX_RESULTS)
+    hits: list[SearchHit]
+
+
+_REGISTRY: weakref.WeakKeyDictionary[Store, SearchIndex] = weakref.WeakKeyDictionary()
+_REGISTRY_LOCK = threading.Lock()
+
+
+class SearchIndex:
+    """The search database of one cache directory.  Thread-safe (one connection, a lock); the
+    database is in WAL mode, so a second process (a rebuild) does not block readers."""
+
+    def __init__(self, root: str | os.PathLike[str], *, path: str | os.PathLike[str] | None = None):
+        self.root = Path(root)
+        self.path = Path(path) if path is not None else self.root / SEARCH_DB
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        self._attached: list[Store] = []
+        try:
+            with self._lock:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise ValueError(f"{self.path}: not a usable search database: {exc}") from None
+
+    @classmethod
+    def for_store(cls, store: Store) -> SearchIndex:
+        """The search index attached to ``store`` (opened and attached on first use), so the
+        server and the command pages share one."""
+        with _REGISTRY_LOCK:
+            index = _REGISTRY.get(store)
+            if index is None:
+                index = cls(store.root)
+                index.attach(store)
+                _REGISTRY[store] = index
+            return index
+
+    def attach(self, store: Store) -> None:
+        """Index every exchange ``store`` records from now on."""
+        if any(s is store for s in self._attached):
+            return
+        self._attached.append(store)
+        store.listeners.append(self._listener(store))
+
+    def _listener(self, store: Store) -> Callable[[URL, str, list[CDXJRecord]], None]:
+        def on_put(url: URL, key: str, lines: list[CDXJRecord]) -> None:
+            for line in lines:
+                if line.record_type in ("response", "revisit"):
+                    self.index_capture(store, line)
+
+        return on_put
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def add(
+        self,
+        key: str,
+        url: str,
+        *,
+        title: str = "",
+        text: str = "",
+        mime: str | None = None,
+        status: int | None = None,
+        fetched: str | None = None,
+        file: str | None = None,
+    ) -> None:
+        """Put (or replace) one page's row and text."""
+        title, text = _clean(title)[:MAX_TITLE], _clean(text)[:MAX_TEXT]
+        with self._lock, self._conn:
+            self._upsert(key, url, title, text, mime, status, fetched, file)
+
+    def _upsert(
+        self,
+        key: str,
+        url: str,
+        title: str,
+        text: str,
+        mime: str | None,
+        status: int | None,
+        fetched: str | None,
+        file: str | None,
+    ) -> None:
+        cur = self._conn.execute(
+            "INSERT INTO pages(key, url, file, mime, status, fetched, title) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET url=excluded.url, "
+            "file=excluded.file, mime=excluded.mime, status=excluded.status, "
+            "fetched=excluded.fetched, title=excluded.title RETURNING id",
+            (key, url, file, mime, status, fetched, title),
+        )
+        (rowid,) = cur.fetchone()
+        self._conn.execute("DELETE FROM page_text WHERE rowid = ?", (rowid,))
+        if title or text:
+            self._conn.execute(
+                "INSERT INTO page_text(rowid, title, body) VALUES (?, ?, ?)", (rowid, title, text)
+            )
+
+    def _touch(self, key: str, fetched: str, status: int | None) -> bool:
+        """A revisit: the payload (so the text) is unchanged; only the time moves on."""
+        with self._lock, self._conn:
+            cur = self._conn.execute(
+                "UPDATE pages SET fetched = ?, status = ? WHERE key = ?", (fetched, status, key)
+            )
+            return cur.rowcount > 0
+
+    def index_capture(self, store: Store, line: CDXJRecord) -> bool:
+        """Index the capture an index line points at; False if it was not readable."""
+        key = line.uri
+        status = line.fields.get("hsc")
+        if status == 304:
+            return False  # recorded, never served: the page's text is the previous capture's
+        if line.record_type == "revisit" and self._touch(key, line.timestamp, status):
+            return True
+        ref = line.warcfile
+        file = ref[0] if ref else None
+        mime = line.fields.get("mct")
+        title = text = ""
+        if isinstance(status, int) and 200 <= status < 300 and mime in TEXT_TYPES:
+            try:
+                title, text = self._read_text(store, line)
+            except (WARCFormatError, CDXJError, OSError, ValueError) as exc:
+                log.warning("search: %s not indexed: %s", key, exc)
+        with self._lock, self._conn:
+            self._upsert(key, key, title, text, mime, status, line.timestamp, file)
+        return True
+
+    @staticmethod
+    def _read_text(store: Store, line: CDXJRecord) -> tuple[str, str]:
+        record = store.get_at(line.ref)
+        if record.rec_type == "revisit":
+            from ..url import canonicalize
+
+            entry = store.get(canonicalize(line.uri), line.uri)
+            if entry is None:
+                return "", ""
+            stream = entry.open_body()
+            headers = entry.headers
+        else:
+            stream = open_payload(record)
+            headers = record.http_headers
+        with stream:
+            raw = stream.read(MAX_PAYLOAD)
+        names = {n.lower(): v for n, v in headers}
+        data = decode_content(raw, names.get("content-encoding"))
+        content_type = names.get("content-type")
+        mime = (content_type or "text/html").split(";", 1)[0].strip().lower()
+        return extract_text(decode_text(data, content_type), mime)
+
+    def remove(self, key: str) -> bool:
+        with self._lock, self._conn:
+            row = self._conn.execute("SELECT id FROM pages WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return False
+            self._conn.execute("DELETE FROM page_text WHERE rowid = ?", row)
+            self._conn.execute("DELETE FROM pages WHERE id = ?", row)
+            return True
+
+    def remove_files(self, names: Iterable[str]) -> int:
+        """Drop the pages stored in these cache files (``warcfile:`` names): after a delete."""
+        removed = 0
+        with self._lock, self._conn:
+            for name in names:
+                rows = self._conn.execute("SELECT id FROM pages WHERE file = ?", (name,)).fetchall()
+                for row in rows:
+                    self._conn.execute("DELETE FROM page_text WHERE rowid = ?", row)
+                    self._conn.execute("DELETE FROM pages WHERE id = ?", row)
+                removed += len(rows)
+        return removed
+
+    def prune(self, store: Store) -> int:
+        """Drop rows whose cache file is gone (deleted by another process or by hand)."""
+        from .store import StoreError
+
+        with self._lock:
+            files = [r[0] for r in self._conn.execute("SELECT DISTINCT file FROM pages")]
+        gone = []
+        for name in files:
+            if name is None:
+                continue
+            try:
+                if not store.resolve_warcfile(name).exists():
+                    gone.append(name)
+            except StoreError:  # a name that cannot be a cache file of ours
+                gone.append(name)
+        return self.remove_files(gone)
+
+    def rebuild(self, store: Store) -> int:
+        """Index the newest capture of every key in the cache's CDXJ index afresh."""
+        newest: dict[str, CDXJRecord] = {}
+        for line in store.list_prefix(""):
+            if line.fields.get("hsc") == 304:
+                continue
+            old = newest.get(line.uri)
+            if old is None or line.timestamp >= old.timestamp:
+                newest[line.uri] = line
+        with self._lock, self._conn:
+            self._conn.execute("DELETE FROM page_text")
+            self._conn.execute("DELETE FROM pages")
+        count = 0
+        for line in newest.values():
+            if self.index_capture(store, line):
+                count += 1
+        return count
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def count(self) -> tuple[int, int]:
+        """(pages known, pages with text)."""
+        with self._lock:
+            (pages,) = self._conn.execute("SELECT count(*) FROM pages").fetchone()
+            (texts,) = self._conn.execute("SELECT count(*) FROM page_text").fetchone()
+        return pages, texts
+
+    def search(self, query: str, limit: int = 20, offset: int = 0) -> SearchResults:
+        """Pages whose title or text has every word (best first), then pages whose URL
+        contains every word; ``limit`` of them from ``offset``."""
+        query = query.encode("utf-8", "replace").decode("utf-8")  # no lone surrogates
+        query = _CONTROL.sub(" ", query)  # a NUL ends an FTS5 string early
+        match = fts_query(query)
+        likes = _like_terms(query)
+        with self._lock:
+            ids: list[int] = []
+            seen: set[int] = set()
+            if match is not None:
+                for (rowid,) in self._conn.execute(
+                    "SELECT rowid FROM page_text WHERE page_text MATCH ? "
+                    "ORDER BY bm25(page_text, 10.0, 1.0) LIMIT ?",
+                    (match, MAX_RESULTS),
+                ):
+                    ids.append(rowid)
+                    seen.add(rowid)
+            if likes:
+                where = " AND ".join(["url LIKE ? ESCAPE '\\'"] * len(likes))
+                for (rowid,) in self._conn.execute(
+                    f"SELECT id FROM pages WHERE {where} ORDER BY url LIMIT ?",  # noqa: S608
+                    (*likes, MAX_RESULTS),
+                ):
+                    if rowid not in seen:
+                        ids.append(rowid)
+                        seen.add(rowid)
+            ids = ids[:MAX_RESULTS]
+            page = ids[offset : offset + limit] if offset >= 0 and limit > 0 else []
+            hits = list(self._hits(page, match))
+        return SearchResults(query, len(ids), hits)
+
+    def _hits(self, ids: list[int], match: str | None) -> Iterator[SearchHit]:
+        if not ids:
+            return
+        marks = ",".join("?" * len(ids))
+        snippets: dict[int, str] = {}
+        if match is not None:
+            for rowid, snip in self._conn.execute(
+                f"SELECT rowid, snippet(page_text, 1, ?, ?, '…', 16) FROM page_text "  # noqa: S608
+                f"WHERE page_text MATCH ? AND rowid IN ({marks})",
+                (_HIT_START, _HIT_END, match, *ids),
+            ):
+                snippets[rowid] = snip
+        rows = {
+            r[0]: r
+            for r in self._conn.execute(
+                f"SELECT p.id, p.key, p.url, p.title, p.fetched, p.mime, "  # noqa: S608
+                f"substr(t.body, 1, 200) FROM pages p LEFT JOIN page_text t ON t.rowid = p.id "
+                f"WHERE p.id IN ({marks})",
+                ids,
+            )
+        }
+        for rowid in ids:
+            row = rows.get(rowid)
+            if row is None:
+                continue
+            _, key, url, title, fetched, mime, start = row
+            snip = snippets.get(rowid)
+            pieces = _segments(snip) if snip else (((start or ""), False),) if start else ()
+            yield SearchHit(key, url, title or "", pieces, fetched, mime)

@@ -1,0 +1,321 @@
+"""``/config/``: the effective configuration; POST ``key=K&value=YAML`` edits the file.
+
+An edit loads the YAML file with ruamel.yaml's round-trip loader, replaces one top-level value
+(comments, order and indentation are kept: a comment that followed the old value follows the new
+one), validates the whole result with :func:`wwwproxy.config.parse_config`, and only then writes
+the file (atomically) and reloads it, as SIGHUP does.  ``listen`` and ``cache`` are saved but
+take effect at the next start; the running mode changes only when ``mode`` itself is edited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import io
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.util import load_yaml_guess_indent
+
+from ..config import Config, ConfigError, parse_config
+from ..proxy.modes import Mode
+from .context import Context, PageError
+from .template import esc, hidden
+
+__all__ = ["KEYS", "edit_config_text", "effective", "page"]
+
+#: The configuration keys, in the order of conf/wwwproxy.yaml, with what they do.
+KEYS: dict[str, str] = {
+    "listen": "the proxy's address, HOST:PORT (takes effect at the next start)",
+    "cache": "the cache directory (takes effect at the next start)",
+    "mode": "online, offline or autodial at start (and now, when edited here)",
+    "names": "other host names of this proxy (a list)",
+    "allowed_clients": "client networks served (a list of networks)",
+    "connect_ports": "ports CONNECT tunnels may go to (a list)",
+    "password": "the password for control actions (empty: none)",
+    "connect_timeout": "seconds to wait for a server's connection",
+    "read_timeout": "seconds to wait for a server's data",
+    "finish_on_disconnect": "finish a download when the browser goes away (true/false)",
+    "freshness": "serve a cached copy without asking while it is younger than max_age seconds "
+    "(a list of {pattern, max_age})",
+    "urldb": "the URL database directory",
+}
+
+
+def effective(config: Config) -> dict[str, Any]:
+    """The configuration in force, as plain data (the password is never shown)."""
+    return {
+        "listen": config.listen,
+        "cache": str(config.cache),
+        "mode": config.mode,
+        "names": list(config.names),
+        "allowed_clients": [str(n) for n in config.allowed_clients],
+        "connect_ports": list(config.connect_ports),
+        "password": "(set)" if config.password else None,
+        "connect_timeout": config.connect_timeout,
+        "read_timeout": config.read_timeout,
+        "finish_on_disconnect": config.finish_on_disconnect,
+        "freshness": [{"pattern": r.pattern, "max_age": r.max_age} for r in config.freshness],
+        "urldb": str(config.urldb),
+    }
+
+
+def _yaml(text: str) -> YAML:
+    yaml = YAML(typ="rt")
+    try:
+        _, indent, offset = load_yaml_guess_indent(text)
+    except YAMLError:
+        indent, offset = None, None
+    if indent is not None:
+        yaml.indent(mapping=indent, sequence=indent, offset=offset or 0)
+    return yaml
+
+
+def _block(node: object) -> bool:
+    return (
+        isinstance(node, CommentedMap | CommentedSeq)
+        and len(node) > 0
+        and not (node.fa.flow_style())
+    )
+
+
+def _pop_trailing(node: object) -> Any:
+    """Detach the comment that follows a block collection's last item (ruamel keeps it there,
+    so replacing the collection would lose it)."""
+    if not _block(node):
+        return None
+    assert isinstance(node, CommentedMap | CommentedSeq)
+    last = len(node) - 1 if isinstance(node, CommentedSeq) else list(node)[-1]
+    inner = _pop_trailing(node[last])
+    if inner is not None:
+        return inner
+    entry = node.ca.items.get(last)
+    slot = 0 if isinstance(node, CommentedSeq) else 2
+    if entry and len(entry) > slot and entry[slot] is not None:
+        token, entry[slot] = entry[slot], None
+        return token
+    return None
+
+
+def _push_trailing(parent: CommentedMap, key: str, node: object, token: Any) -> None:
+    if token is None:
+        return
+    if _block(node):
+        assert isinstance(node, CommentedMap | CommentedSeq)
+        last = len(node) - 1 if isinstance(node, CommentedSeq) else list(node)[-1]
+        if _block(node[last]):
+            _push_trailing(node, last, node[last], token)  # type: ignore[arg-type]
+            return
+        slot = 0 if isinstance(node, CommentedSeq) else 2
+        node.ca.items.setdefault(last, [None, None, None, None])[slot] = token
+        return
+    entry = parent.ca.items.setdefault(key, [None, None, None, None])
+    entry[2] = token
+
+
+def _comment_lines(text: str) -> list[str]:
+    return sorted(line.strip() for line in text.splitlines() if line.strip().startswith("#"))
+
+
+def edit_config_text(text: str, key: str, value_text: str, source: str) -> tuple[str, Config]:
+    """``text`` with top-level ``key`` set to the YAML ``value_text``, comments and order kept,
+    and the configuration it makes.  Raises ConfigError (saying what is wrong) and changes
+    nothing when the result would not be a valid configuration."""
+    if key not in KEYS:
+        raise ConfigError(f"unknown key {key!r} (known keys: {', '.join(KEYS)})")
+    yaml = _yaml(text)
+    try:
+        data = yaml.load(text)
+    except YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    if data is None:
+        data = CommentedMap()
+    if not isinstance(data, CommentedMap):
+        raise ConfigError(f"{source}: the configuration must be a mapping of keys to values")
+    try:
+        value = YAML(typ="rt").load(value_text) if value_text.strip() else None
+    except YAMLError as exc:
+        raise ConfigError(f"the new value of {key!r} is not valid YAML: {exc}") from None
+    token = _pop_trailing(data[key]) if key in data else None
+    data[key] = value
+    _push_trailing(data, key, value, token)
+    out = io.StringIO()
+    yaml.dump(data, out)
+    new_text = out.getvalue()
+    config = parse_config(new_text, source)  # ConfigError names the key and line
+    old_comments, new_comments = _comment_lines(text), _comment_lines(new_text)
+    missing = [c for c in old_comments if c not in new_comments]
+    if missing or len(new_comments) < len(old_comments):
+        raise ConfigError(
+            f"{source}: this edit would lose comments ({missing[:1] or 'some'}); "
+            "edit the file by hand instead"
+        )
+    return new_text, config
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _file_values(path: Path | None) -> tuple[dict[str, str], str | None]:
+    """Each top-level key's value in the file as YAML text, or the problem reading it."""
+    if path is None:
+        return {}, None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return {}, f"{path}: cannot read: {exc}"
+    yaml = _yaml(text)
+    try:
+        data = yaml.load(text)
+    except YAMLError as exc:
+        return {}, f"{path}: not valid YAML: {exc}"
+    values = {}
+    for key, value in (data or {}).items():
+        if key == "password":
+            values[key] = ""
+            continue
+        if value is None:
+            values[str(key)] = ""
+            continue
+        value = copy.deepcopy(value)
+        _pop_trailing(value)  # the comment before the next key is not part of this value
+        out = io.StringIO()
+        YAML(typ="rt").dump(value, out)
+        dumped = out.getvalue()
+        values[str(key)] = dumped[: -len("...\n")] if dumped.endswith("...\n") else dumped
+    return values, None
+
+
+def _save(ctx: Context, path: Path, key: str, value: str) -> str:
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    new_text, config = edit_config_text(text, key, value, str(path))
+    _write_atomic(path, new_text)
+    server = ctx.server
+    current = server.config
+    mode = server.state.mode
+    server.reload(
+        dataclasses.replace(
+            config,
+            listen_host=current.listen_host,
+            listen_port=current.listen_port,
+            cache=current.cache,
+        )
+    )
+    if key != "mode":
+        server.state.mode = mode
+    if key in ("listen", "cache"):
+        return f"Saved {key} in {path}; it takes effect when the proxy is restarted."
+    return f"Saved {key} in {path} and reloaded the configuration."
+
+
+async def page(ctx: Context) -> web.StreamResponse:
+    source = ctx.server.config.source
+    path = Path(source) if source and not source.startswith("<") else None
+    message = error = ""
+    status = 200
+    edited_key = edited_value = None
+    if ctx.post:
+        key = ctx.text("key")
+        value = ctx.text("value", "")
+        if not key:
+            raise PageError(400, "Give key=NAME and value=YAML.")
+        if path is None:
+            raise PageError(
+                409,
+                "The proxy was started without a configuration file: there is none to edit "
+                "(start it with -c FILE).",
+                title="No configuration file",
+            )
+        edited_key, edited_value = key, value
+        try:
+            message = await asyncio.to_thread(_save, ctx, path, key, value or "")
+        except ConfigError as exc:
+            error, status = str(exc), 400
+        except OSError as exc:
+            error, status = f"{path}: cannot write: {exc.strerror or exc}", 500
+    values, problem = await asyncio.to_thread(_file_values, path)
+    config = ctx.server.config
+    data: dict[str, object] = {
+        "source": source,
+        "editable": path is not None,
+        "effective": effective(config),
+        "running_mode": ctx.server.state.mode.value,
+        "file": values,
+    }
+    if message:
+        data["message"] = message
+    if error:
+        data["error"] = error
+    if problem:
+        data["file_problem"] = problem
+
+    def render() -> str:
+        eff = effective(config)
+        note = f'<div class="msg">{esc(message)}</div>' if message else ""
+        if error:
+            note += f'<div class="msg error">{esc(error)}</div>'
+        if problem:
+            note += f'<div class="msg error">{esc(problem)}</div>'
+        where = (
+            f"<p>File: <code>{esc(source)}</code>. Editing a value saves the file (keeping its "
+            "comments and order) and reloads it. Values are YAML.</p>"
+            if path is not None
+            else '<p class="muted">Started without a configuration file: the values below are '
+            "the defaults and command-line options, and cannot be edited here.</p>"
+        )
+        rows = []
+        for key, about in KEYS.items():
+            shown = eff[key]
+            if isinstance(shown, list):
+                shown = ", ".join(str(v) for v in shown) or "(none)"
+            if key == "mode":
+                shown = f"{shown} (running: {Mode(ctx.server.state.mode).value})"
+            current = values.get(key, "")
+            if key == edited_key and error:
+                current = edited_value or ""
+            in_file = key in values
+            lines = max(1, min(8, current.count("\n") + 1))
+            placeholder = "new password (empty: none)" if key == "password" else "(default)"
+            editor = (
+                '<form method="post" action="/config/">'
+                + hidden("token", ctx.token)
+                + hidden("key", key)
+                + f'<textarea name="value" rows="{lines}" placeholder="{esc(placeholder)}" '
+                f'aria-label="{esc(key)}">{esc(current)}</textarea>'
+                + "<button>Save</button></form>"
+                if path is not None
+                else ""
+            )
+            rows.append(
+                f"<tr><td><b>{esc(key)}</b><div class=muted>{esc(about)}</div></td>"
+                f"<td><code>{esc(shown if shown is not None else '(none)')}</code>"
+                f"{'' if in_file else ' <span class=muted>(default)</span>'}</td>"
+                f"<td>{editor}</td></tr>"
+            )
+        return (
+            note
+            + where
+            + "<table><thead><tr><th>Key</th><th>In force</th><th>In the file</th></tr></thead>"
+            + f"<tbody>{''.join(rows)}</tbody></table>"
+        )
+
+    return ctx.respond(data, "Configuration", render, status, active="/config/")

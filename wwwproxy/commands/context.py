@@ -1,0 +1,232 @@
+"""One command request: its arguments, the form token, and how to answer (HTML or JSON).
+
+Security lives here so that no page can forget it:
+
+* every POST is a state change, and is refused unless it carries the per-session form token
+  (a random value in a ``SameSite=Strict; HttpOnly`` cookie, echoed in a hidden field: a
+  cross-site page can neither read it nor make the browser send the cookie), or the
+  ``X-Wwwproxy-Request`` header (which a cross-site page cannot send without a CORS preflight
+  that is never granted);
+* with ``password:`` configured, every POST also needs it (HTTP Basic, any user name,
+  constant-time comparison);
+* pages carry a Content-Security-Policy that allows no script at all.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import json
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from ..url import URL, InvalidURL
+from ..url.form import FormArgs
+from .template import clean, esc, layout
+
+if TYPE_CHECKING:
+    from ..proxy.server import ProxyServer
+
+__all__ = ["API_HEADER", "TOKEN_COOKIE", "Context", "PageError"]
+
+#: Non-browser clients (the ``wwwproxy`` CLI) send this header on state-changing requests; a
+#: cross-site page cannot (a custom header needs a CORS preflight that we never grant).
+API_HEADER = "X-Wwwproxy-Request"
+TOKEN_COOKIE = "wwwproxy_token"
+_TOKEN = re.compile(r"[A-Za-z0-9_\-]{32,64}")
+PAGE_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+_NO_STORE = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+
+
+class PageError(Exception):
+    """A request the page cannot answer (bad or missing argument ...): shown as an error page
+    (or JSON ``{"error": ...}``) with ``status``."""
+
+    def __init__(self, status: int, message: str, *, title: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.title = title or {400: "Bad request", 404: "Not found"}.get(status, "Error")
+
+
+def _json_default(value: object) -> object:
+    return str(value)
+
+
+@dataclass
+class Context:
+    """What a page needs to know about its request."""
+
+    request: web.Request
+    server: ProxyServer
+    path: str
+    args: FormArgs
+    wants_json: bool
+    token: str = ""
+    new_token: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def make(cls, request: web.Request, server: ProxyServer, path: str, args: FormArgs) -> Context:
+        accept = request.headers.get("Accept", "")
+        wants_json = args.get("format") == "json" or "application/json" in accept
+        cookie = request.cookies.get(TOKEN_COOKIE, "")
+        if _TOKEN.fullmatch(cookie):
+            return cls(request, server, path, args, wants_json, cookie, False)
+        return cls(request, server, path, args, wants_json, secrets.token_urlsafe(32), True)
+
+    # --- arguments -------------------------------------------------------------------------
+
+    @property
+    def post(self) -> bool:
+        return self.request.method == "POST"
+
+    def text(self, key: str, default: str | None = None) -> str | None:
+        """An argument as displayable text (bytes that were not UTF-8 become U+FFFD)."""
+        value = self.args.get(key)
+        return default if value is None else clean(value)
+
+    def url(self, key: str = "url", *, required: bool = True) -> URL | None:
+        """An argument holding a URL: decoded once (by the parser), then canonicalized."""
+        raw = self.args.get(key)
+        if raw is None or not raw.strip():
+            if required:
+                raise PageError(400, f"The {key!r} argument (a URL) is missing.")
+            return None
+        try:
+            return self.args.url(key, local_host=self.server.local_host)
+        except InvalidURL as exc:
+            raise PageError(
+                400, f"The URL {clean(exc.url)!r} is not valid: {clean(exc.reason)}."
+            ) from None
+
+    def integer(self, key: str, default: int, lo: int, hi: int) -> int:
+        """A whole-number argument within [lo, hi]; a bad one is a 400 naming it."""
+        raw = self.args.get(key)
+        if raw is None or raw.strip() == "":
+            return default
+        raw = raw.strip()
+        if not raw.isascii() or not raw.lstrip("-").isdigit() or len(raw) > 12:
+            raise PageError(
+                400, f"The {key!r} argument must be a whole number, not {clean(raw)!r}."
+            )
+        value = int(raw)
+        if not lo <= value <= hi:
+            raise PageError(400, f"The {key!r} argument must be from {lo} to {hi}, not {value}.")
+        return value
+
+    def flag(self, key: str) -> bool:
+        return (self.args.get(key) or "").strip().lower() in ("1", "on", "yes", "true")
+
+    # --- security --------------------------------------------------------------------------
+
+    def password_ok(self) -> bool:
+        password = self.server.config.password
+        if not password:
+            return True
+        auth = self.request.headers.get("Authorization", "")
+        if auth[:6].lower() != "basic ":
+            return False
+        try:
+            decoded = base64.b64decode(auth[6:].strip(), validate=True)
+        except (ValueError, binascii.Error):
+            return False
+        _, _, given = decoded.partition(b":")
+        return hmac.compare_digest(given, password.encode("utf-8"))
+
+    def csrf_ok(self) -> bool:
+        if self.request.headers.get(API_HEADER):
+            return True
+        if self.new_token:  # no (valid) cookie: nothing to compare the form's token with
+            return False
+        given = self.args.get("token") or ""
+        return hmac.compare_digest(self.token.encode(), clean(given).encode())
+
+    def refuse_post(self) -> web.Response | None:
+        """The answer refusing this POST, or None when it may go ahead."""
+        if not self.password_ok():
+            return self.error_response(
+                401,
+                "Password needed",
+                "This proxy's control actions need its password.",
+                headers={"WWW-Authenticate": 'Basic realm="wwwproxy", charset="UTF-8"'},
+            )
+        if not self.csrf_ok():
+            return self.error_response(
+                403,
+                "Refused",
+                "Refused: the form token is missing or wrong. Actions must come from this "
+                "proxy's own pages; reload the page and try again.",
+            )
+        return None
+
+    # --- answers ---------------------------------------------------------------------------
+
+    def _finish(self, response: web.Response) -> web.Response:
+        for name, value in {**_NO_STORE, **self.headers}.items():
+            response.headers.setdefault(name, value)
+        if self.new_token:
+            response.set_cookie(
+                TOKEN_COOKIE, self.token, httponly=True, samesite="Strict", path="/"
+            )
+        return response
+
+    def json_response(self, data: Any, status: int = 200) -> web.Response:
+        text = json.dumps(data, ensure_ascii=False, default=_json_default, indent=1)
+        response = web.Response(
+            status=status, text=clean(text), content_type="application/json", charset="utf-8"
+        )
+        return self._finish(response)
+
+    def html_response(
+        self,
+        title: str,
+        body: str,
+        status: int = 200,
+        *,
+        active: str = "",
+        query: str = "",
+        headers: dict[str, str] | None = None,
+    ) -> web.Response:
+        text = layout(
+            title, body, mode=self.server.state.mode.value, active=active or self.path, query=query
+        )
+        response = web.Response(
+            status=status, text=text, content_type="text/html", charset="utf-8", headers=headers
+        )
+        response.headers["Content-Security-Policy"] = PAGE_CSP
+        return self._finish(response)
+
+    def respond(
+        self,
+        data: Any,
+        title: str,
+        render: Callable[[], str],
+        status: int = 200,
+        *,
+        active: str = "",
+        query: str = "",
+    ) -> web.Response:
+        """JSON of ``data`` or the HTML page ``render()`` makes, as the client asked."""
+        if self.wants_json:
+            return self.json_response(data, status)
+        return self.html_response(title, render(), status, active=active, query=query)
+
+    def error_response(
+        self, status: int, title: str, message: str, *, headers: dict[str, str] | None = None
+    ) -> web.Response:
+        if self.wants_json:
+            response = self.json_response({"error": message, "status": status}, status)
+            response.headers.update(headers or {})
+            return response
+        body = f'<div class="msg error">{esc(message)}</div><p><a href="/">Home</a></p>'
+        return self.html_response(title, body, status, headers=headers)

@@ -1,0 +1,229 @@
+"""``/history/?url=U``: every capture of a URL; ``/cache/?url=U[&t=TIME]``: one capture.
+
+Time travel goes through the CDXJ index: ``t`` picks the capture closest in time (``t`` as
+``YYYYMMDDhhmmss`` or any prefix of it, or a W3C-DTF timestamp such as the index's own
+``2026-11-22T05:04:30.123456Z``), and the archive resolves it (a revisit's body is the earlier
+response it stands for).
+
+A capture is served with its original status, its content headers and ``X-Cache: HIT``, but
+from the proxy's own address, so it is sandboxed (``Content-Security-Policy: sandbox``: no
+script runs, and the page gets an opaque origin that cannot reach the command pages) and its
+cookies and other state-setting headers are dropped.  An HTML capture gets a ``<base href>``
+(so its relative links and images load from the original URL, through the proxy) and a
+one-line banner; ``raw=1`` serves the payload exactly as stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from datetime import UTC, datetime
+
+import aiohttp
+from aiohttp import web
+
+from ..archive.cdxj import CDXJError, CDXJRecord, normalize_timestamp
+from ..archive.search import decode_content
+from ..archive.store import CachedEntry
+from ..url import URL, surt
+from .context import Context, PageError
+from .template import esc, fmt_time, href, link, table
+
+__all__ = ["annotate_html", "cached", "page", "parse_when"]
+
+CHUNK = 64 * 1024
+MAX_ANNOTATE = 8 * 1024 * 1024
+_WAYBACK_DEFAULT = "00000101000000"
+_KEEP_HEADERS = frozenset(
+    {"content-type", "content-encoding", "content-language", "last-modified", "etag", "date"}
+)
+_HEAD = re.compile(rb"<head\b[^>]*>", re.IGNORECASE)
+_BODY = re.compile(rb"<body\b[^>]*>", re.IGNORECASE)
+_CAPTURE_TYPES = ("response", "revisit")
+_SANDBOX = "sandbox allow-popups allow-popups-to-escape-sandbox"
+
+
+def parse_when(text: str) -> datetime:
+    """``YYYYMMDDhhmmss`` (or a prefix of at least the year) or a W3C-DTF timestamp, as UTC.
+    Raises ValueError saying what is accepted."""
+    t = text.strip()
+    try:
+        if t.isascii() and t.isdigit() and 4 <= len(t) <= 14:
+            full = t + _WAYBACK_DEFAULT[len(t) :]
+            t = f"{full[:4]}-{full[4:6]}-{full[6:8]}T{full[8:10]}:{full[10:12]}:{full[12:14]}Z"
+        return datetime.fromisoformat(normalize_timestamp(t))
+    except (CDXJError, ValueError):
+        raise ValueError(
+            f"the time {text!r} is not YYYYMMDDhhmmss (or a prefix of it) nor a UTC timestamp "
+            "such as 2026-11-22T05:04:30Z"
+        ) from None
+
+
+def annotate_html(body: bytes, url: str, when: datetime, history: str) -> bytes:
+    """Put ``<base href=url>`` first in the head and a banner at the top of the body.  Only
+    ASCII is inserted, so any ASCII-compatible charset is kept."""
+    base = f'<base href="{esc(url)}">'.encode("ascii")
+    banner = (
+        '<div style="all:initial;display:block;font:13px/1.6 system-ui,sans-serif;'
+        'background:#1d2330;color:#fff;padding:4px 10px">wwwproxy: archived copy of '
+        f'<a style="color:#fff" href="{esc(url)}">{esc(url)}</a> from {esc(fmt_time(when))} '
+        f'&middot; <a style="color:#fff" href="{esc(history)}">all captures</a></div>'
+    ).encode("ascii", "xmlcharrefreplace")
+    m = _HEAD.search(body, 0, 65536)
+    at = m.end() if m else 0
+    body = body[:at] + base + body[at:]
+    m = _BODY.search(body, 0, 1024 * 1024)
+    if m:
+        body = body[: m.end()] + banner + body[m.end() :]
+    return body
+
+
+def _capture_json(record: CDXJRecord) -> dict[str, object]:
+    return {
+        "time": record.timestamp,
+        "type": record.record_type,
+        "status": record.fields.get("hsc"),
+        "mime": record.fields.get("mct"),
+        "digest": record.fields.get("sha"),
+        "view": href("/cache/", {"url": record.uri, "t": record.timestamp}),
+    }
+
+
+async def page(ctx: Context) -> web.StreamResponse:
+    url = ctx.url("url", required=False)
+    if url is None:
+
+        def ask() -> str:
+            return (
+                '<form method="get" action="/history/" class="card"><div class="row">'
+                '<label>URL <input type="text" name="url" size="60"></label>'
+                "<button class=primary>Show captures</button></div></form>"
+            )
+
+        if ctx.wants_json:
+            raise PageError(400, "The 'url' argument (a URL) is missing.")
+        return ctx.html_response("History of a URL", ask(), active="/history/")
+    key = url.file
+    store = ctx.server.store
+    captures = await asyncio.to_thread(store.captures, key)
+    data = {"url": key, "captures": [_capture_json(c) for c in captures]}
+
+    def render() -> str:
+        actions = " · ".join(
+            [
+                f'<a class="url" href="{esc(key)}">{esc(key)}</a>',
+                link("/refresh/", "refresh", {"url": key}),
+                link("/delete/", "delete", {"url": key}),
+                link(f"/index/{url.proto}/{url.hostport}/", f"all of {url.hostport}"),
+            ]
+        )
+        if not captures:
+            return (
+                f'<p>{actions}</p><div class="msg error">This URL is not in the cache.</div>'
+                f"<p>{link('/refresh/', 'Fetch it', {'url': key})} (or queue it when offline).</p>"
+            )
+        kinds = []
+        previous = None
+        for c in captures:  # oldest first: is each one's content new?
+            sha = c.fields.get("sha")
+            same = c.record_type == "revisit" or (previous is not None and sha == previous)
+            kinds.append("same content" if same else "new content")
+            previous = sha
+        rows = []
+        for n in range(len(captures) - 1, -1, -1):  # newest first
+            c = captures[n]
+            rows.append(
+                (
+                    esc(n + 1),
+                    link("/cache/", fmt_time(c.as_datetime()), {"url": key, "t": c.timestamp}),
+                    esc(c.fields.get("hsc", "")),
+                    esc(c.fields.get("mct") or ""),
+                    esc(kinds[n]),
+                    link(
+                        "/cache/", "raw", {"url": key, "t": c.timestamp, "raw": "1"}, rel="nofollow"
+                    ),
+                )
+            )
+        return f"<p>{actions}</p>" + table(
+            ["#", "Captured (view it as it was)", "Status", "Type", "Content", ""], rows
+        )
+
+    status = 200 if captures else 404
+    return ctx.respond(data, f"History of {key}", render, status, active="/history/")
+
+
+def _capture_for(ctx: Context, url: URL, when: datetime | None) -> CachedEntry | None:
+    store = ctx.server.store
+    key = url.file
+    if when is None:
+        return store.get(url, key)
+    record = store.index.closest(surt(key), when, record_types=_CAPTURE_TYPES)
+    if record is None:
+        return None
+    return store.get(url, key, at=record.as_datetime())
+
+
+async def cached(ctx: Context) -> web.StreamResponse:
+    """The cached copy, as stored (newest, or the one closest to ``t``)."""
+    url = ctx.url("url")
+    assert url is not None
+    when_text = ctx.text("t")
+    try:
+        when = parse_when(when_text) if when_text else None
+    except ValueError as exc:
+        message = str(exc)
+        raise PageError(400, message[:1].upper() + message[1:] + ".") from None
+    entry = await asyncio.to_thread(_capture_for, ctx, url, when)
+    if entry is None:
+        raise PageError(404, f"{url.file} is not in the cache.", title="Not cached")
+    request = ctx.request
+    headers = {n: v for n, v in entry.headers if n.lower() in _KEEP_HEADERS}
+    content_type = next((v for n, v in entry.headers if n.lower() == "content-type"), "")
+    encoding = next((v for n, v in entry.headers if n.lower() == "content-encoding"), None)
+    body: bytes | None = None
+    if (
+        not ctx.flag("raw")
+        and content_type.split(";", 1)[0].strip().lower() in ("text/html", "application/xhtml+xml")
+        and entry.payload_length <= MAX_ANNOTATE
+        and "utf-16" not in content_type.lower()
+    ):
+        body = await asyncio.to_thread(_annotated, ctx, entry, url, encoding)
+        if body is not None:
+            headers = {n: v for n, v in headers.items() if n.lower() != "content-encoding"}
+    headers.update(
+        {
+            "X-Cache": "HIT",
+            "X-Wwwproxy-Capture": entry.date.astimezone(UTC).isoformat(),
+            "Content-Security-Policy": _SANDBOX,
+            "X-Content-Type-Options": "nosniff",
+            "Cache-Control": "no-store",
+        }
+    )
+    if body is not None:
+        return web.Response(status=entry.status, reason=entry.reason, body=body, headers=headers)
+    response = web.StreamResponse(status=entry.status, reason=entry.reason, headers=headers)
+    response.content_length = entry.payload_length
+    await response.prepare(request)
+    if request.method != "HEAD":
+        stream = await asyncio.to_thread(entry.open_body)
+        try:
+            while chunk := await asyncio.to_thread(stream.read, CHUNK):
+                await response.write(chunk)
+        except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+            return response
+        finally:
+            stream.close()
+    await response.write_eof()
+    return response
+
+
+def _annotated(ctx: Context, entry: CachedEntry, url: URL, encoding: str | None) -> bytes | None:
+    with entry.open_body() as stream:
+        raw = stream.read(MAX_ANNOTATE + 1)
+    try:
+        data = decode_content(raw, encoding, MAX_ANNOTATE * 4)
+    except ValueError:
+        return None  # an encoding we cannot undo: serve it as stored
+    own = ctx.request.host or ctx.server.local_host
+    history = f"http://{own}" + href("/history/", {"url": url.file})
+    return annotate_html(data, url.canonical, entry.date, history)

@@ -1,0 +1,114 @@
+"""``/search/?q=WORDS[&page=N]``: search the cached pages by title, text and URL.
+
+The full-text index (:mod:`wwwproxy.archive.search`) is kept up to date as pages are recorded;
+POST ``action=rebuild`` makes it again from the whole cache (for a cache recorded before it
+existed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from ..archive.search import SearchIndex
+from .context import Context, PageError
+from .template import button_form, esc, fmt_time, link
+
+__all__ = ["page"]
+
+PER_PAGE = 20
+MAX_QUERY = 500
+
+
+async def page(ctx: Context) -> web.StreamResponse:
+    store = ctx.server.store
+    index = await asyncio.to_thread(SearchIndex.for_store, store)
+    message = ""
+    if ctx.post:
+        if ctx.text("action") != "rebuild":
+            raise PageError(400, "The only action here is action=rebuild.")
+        count = await asyncio.to_thread(index.rebuild, store)
+        message = f"Search index rebuilt: {count} page(s)."
+    query = (ctx.text("q", "") or "").strip()
+    if len(query) > MAX_QUERY:
+        raise PageError(400, f"The query is too long (at most {MAX_QUERY} characters).")
+    number = ctx.integer("page", 1, 1, 1000)
+    results = None
+    if query:
+        results = await asyncio.to_thread(index.search, query, PER_PAGE, (number - 1) * PER_PAGE)
+    known, with_text = await asyncio.to_thread(index.count)
+    data: dict[str, object] = {"query": query, "indexed": known, "with_text": with_text}
+    if message:
+        data["message"] = message
+    if results is not None:
+        data.update(
+            total=results.total,
+            page=number,
+            results=[
+                {
+                    "url": h.url,
+                    "title": h.title,
+                    "snippet": h.snippet_text,
+                    "fetched": h.fetched,
+                    "mime": h.mime,
+                }
+                for h in results.hits
+            ],
+        )
+
+    def render() -> str:
+        note = f'<div class="msg">{esc(message)}</div>' if message else ""
+        form = (
+            '<form method="get" action="/search/" class="row">'
+            f'<input type="search" name="q" value="{esc(query)}" size="50" autofocus '
+            'aria-label="words to search for"><button class="primary">Search</button></form>'
+        )
+        about = (
+            f'<p class="muted">{known} URLs indexed, {with_text} of them with text. All words '
+            "must match (a word ending in * matches as a prefix); titles count most. URLs "
+            "containing the words are listed after the text matches.</p>"
+        )
+        if results is None:
+            rebuild = button_form(
+                "/search/", ctx.token, "Rebuild the search index", {"action": "rebuild"}
+            )
+            return note + form + about + f"<p>{rebuild}</p>"
+        hits = []
+        for h in results.hits:
+            snippet = "".join(
+                f"<mark>{esc(text)}</mark>" if hit else esc(text) for text, hit in h.snippet
+            )
+            hits.append(
+                '<div class="hit">'
+                f'<div class="title"><a href="{esc(h.url)}">{esc(h.title or h.url)}</a></div>'
+                f'<div class="url muted">{esc(h.url)}</div>'
+                f'<div class="snippet">{snippet}</div>'
+                '<div class="actions muted">'
+                + link("/cache/", "cached copy", {"url": h.url})
+                + " "
+                + link("/history/", "history", {"url": h.url})
+                + (f" fetched {esc(fmt_time_text(h.fetched))}" if h.fetched else "")
+                + "</div></div>"
+            )
+        pages = max(1, -(-results.total // PER_PAGE))
+        prev = (
+            link("/search/", "← previous", {"q": query, "page": number - 1}) if number > 1 else ""
+        )
+        nxt = link("/search/", "next →", {"q": query, "page": number + 1}) if number < pages else ""
+        count = f"{results.total}{'+' if results.total >= 1000 else ''} result(s)"
+        pager = f'<div class="pager">{prev}<span class="muted">{count}</span>{nxt}</div>'
+        body = "".join(hits) or f"<p>Nothing in the cache matches {esc(query)!s}.</p>"
+        return note + form + pager + body + (pager if hits else "")
+
+    title = f"Search: {query}" if query else "Search the cache"
+    return ctx.respond(data, title, render, active="/search/", query=query)
+
+
+def fmt_time_text(timestamp: str) -> str:
+    from datetime import datetime
+
+    try:
+        return fmt_time(datetime.fromisoformat(timestamp))
+    except ValueError:
+        return timestamp

@@ -1,0 +1,72 @@
+"""``/``: the welcome page: mode, cache size and counts, and the way to every other page."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from ..archive.search import SearchIndex
+from .context import Context
+from .control import status
+from .index import list_hosts
+from .template import esc, fmt_size, fmt_time
+
+__all__ = ["page"]
+
+_PAGES = (
+    ("/index/", "Index", "the hosts in the cache and their pages"),
+    ("/search/", "Search", "cached pages by words in their title, text or URL"),
+    ("/history/", "History", "every capture of a URL, each viewable as it was"),
+    ("/outgoing/", "Outgoing", "requests queued while offline"),
+    ("/refresh/", "Refresh", "fetch a page again, with its links and requisites"),
+    ("/delete/", "Delete", "remove a page or a host from the cache"),
+    ("/control/", "Control", "online / offline / autodial, fetch the queue, purge"),
+    ("/config/", "Config", "the configuration, editable"),
+)
+
+
+async def page(ctx: Context) -> web.StreamResponse:
+    store = ctx.server.store
+    hosts = await asyncio.to_thread(list_hosts, store.root)
+    index = await asyncio.to_thread(SearchIndex.for_store, store)
+    indexed, with_text = await asyncio.to_thread(index.count)
+    data = {
+        **status(ctx),
+        "hosts": len(hosts),
+        "pages": sum(h.pages for h in hosts),
+        "size": sum(h.size for h in hosts),
+        "last_fetch": max((h.last for h in hosts if h.last), default=None),
+        "search_indexed": indexed,
+        "search_with_text": with_text,
+        "pages_here": [{"path": p, "what": what} for p, _, what in _PAGES],
+    }
+
+    def render() -> str:
+        stats = "".join(
+            f'<div class="stat"><b{" class=small" if len(str(value)) > 10 else ""}>'
+            f"{esc(value)}</b><span>{esc(label)}</span></div>"
+            for value, label in (
+                (data["mode"], "mode"),
+                (data["pages"], "pages cached"),
+                (data["hosts"], "hosts"),
+                (fmt_size(data["size"]), "on disk"),  # type: ignore[arg-type]
+                (data["queued"], "queued requests"),
+                (
+                    fmt_time(data["last_fetch"], seconds=False) or "never",  # type: ignore[arg-type]
+                    "last fetch (UTC)",
+                ),
+            )
+        )
+        links = "".join(
+            f'<tr><td><a href="{esc(path)}">{esc(label)}</a></td><td>{esc(what)}</td></tr>'
+            for path, label, what in _PAGES
+        )
+        return (
+            f'<div class="cards">{stats}</div>'
+            f"<table><tbody>{links}</tbody></table>"
+            f'<p class="muted">Cache: <code>{esc(data["cache"])}</code> · listening on '
+            f"<code>{esc(data['listen'])}</code> · {indexed} URLs in the search index.</p>"
+        )
+
+    return ctx.respond(data, "wwwproxy", render, active="/")
