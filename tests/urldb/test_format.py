@@ -495,7 +495,7 @@ def test_unwritable_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     def refuse(*args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied", str(tmp_path))
 
-    monkeypatch.setattr("wwwproxy.urldb.format.tempfile.mkstemp", refuse)
+    monkeypatch.setattr("wwwproxy.fsutil.tempfile.mkstemp", refuse)
     with pytest.raises(URLDBError, match="cannot write"):
         df.save()
     assert path.read_bytes() == SPEC_FILES["minimal"].encode()

@@ -34,6 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ..fsutil import fsync_dir
+
 __all__ = [
     "DEFAULT_RUN_LINES",
     "HEADER_LINE",
@@ -751,14 +753,6 @@ def _external_sort(lines: Iterable[bytes], directory: str, run_lines: int) -> It
     return merge_sorted(*(_read_run(run) for run in runs), last)
 
 
-def _fsync_dir(directory: StrPath) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _atomic_write(path: Path, header: str, lines: Iterable[bytes]) -> int:
     """Write header + lines to a temp file beside ``path``, fsync, then rename over ``path``.
 
@@ -780,7 +774,7 @@ def _atomic_write(path: Path, header: str, lines: Iterable[bytes]) -> int:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return count
 
 
@@ -898,7 +892,7 @@ def append_journal(path: StrPath, records: Iterable[CDXJRecord]) -> None:
     finally:
         os.close(fd)
     if size == 0:
-        _fsync_dir(Path(path).parent)
+        fsync_dir(Path(path).parent)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1111,7 +1105,7 @@ class Index:
                 return
             sealed = self.directory / f"journal-{time.time_ns():020d}-{os.getpid()}.sealed"
             os.rename(self.journal_path, sealed)
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
         finally:
             os.close(fd)
 
@@ -1172,7 +1166,7 @@ class Index:
         for path in sealed:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     def _remove_stale_temps(self) -> None:
         """Leftovers of a compaction killed mid-way (we hold the compaction lock)."""

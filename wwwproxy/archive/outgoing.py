@@ -10,12 +10,12 @@ from __future__ import annotations
 import base64
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..fsutil import atomic_write
 from ..url import url_hash
 
 __all__ = ["OutgoingQueue", "QueuedRequest"]
@@ -78,16 +78,7 @@ class OutgoingQueue:
         if path.exists():
             return False
         self.directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(request.to_json())
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, request.to_json())
         return True
 
     def remove(self, key: str) -> bool:

@@ -56,6 +56,8 @@ from warcio.recordbuilder import RecordBuilder
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from ..fsutil import fsync_dir
+
 __all__ = [
     "ARCHIVE_KEY_HEADER",
     "COMPRESS_LEVEL",
@@ -715,19 +717,6 @@ class _GzipMember:
         self.written += len(data)
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _make_dirs(directory: Path) -> None:
     """Create missing directories and make each new entry durable."""
     missing = []
@@ -740,7 +729,7 @@ def _make_dirs(directory: Path) -> None:
             d.mkdir()
         except FileExistsError:
             continue
-        _fsync_dir(d.parent)
+        fsync_dir(d.parent)
 
 
 def _quarantine(path: Path, fh: BinaryIO, offset: int) -> Path:
@@ -839,7 +828,7 @@ def append_exchange(
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
     if created:
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     return locations
 
 

@@ -13,8 +13,6 @@ import asyncio
 import copy
 import dataclasses
 import io
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from ..config import Config, ConfigError, parse_config
+from ..fsutil import atomic_write
 from ..proxy.modes import Mode
 from .context import Context, PageError
 from .template import esc, hidden
@@ -160,21 +159,6 @@ def edit_config_text(text: str, key: str, value_text: str, source: str) -> tuple
     return new_text, config
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _file_values(path: Path | None) -> tuple[dict[str, str], str | None]:
     """Each top-level key's value in the file as YAML text, or the problem reading it."""
     if path is None:
@@ -208,7 +192,7 @@ def _file_values(path: Path | None) -> tuple[dict[str, str], str | None]:
 def _save(ctx: Context, path: Path, key: str, value: str) -> str:
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     new_text, config = edit_config_text(text, key, value, str(path))
-    _write_atomic(path, new_text)
+    atomic_write(path, new_text)
     server = ctx.server
     current = server.config
     mode = server.state.mode

@@ -38,7 +38,6 @@ import io
 import logging
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -48,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from ..fsutil import atomic_write
 from ..url import InvalidURL, canonicalize
 
 if TYPE_CHECKING:
@@ -363,16 +363,7 @@ def _write(path: Path, data: CommentedSeq) -> None:
     text = out.getvalue()
     if not text.startswith("#"):
         text = _HEADER + text
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, text)
 
 
 def _schedule_into(item: CommentedMap, schedule: Schedule) -> None:

@@ -35,7 +35,6 @@ import contextlib
 import io
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +47,8 @@ from ruamel.yaml.events import DocumentStartEvent
 from ruamel.yaml.nodes import ScalarNode
 from ruamel.yaml.representer import RoundTripRepresenter
 from ruamel.yaml.resolver import VersionedResolver
+
+from .. import fsutil
 
 __all__ = [
     "DomainFile",
@@ -748,45 +749,10 @@ def _record_from(doc: Any, number: int, fail: Any) -> Record:
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that readers see the old file or the new one, never
-    a part: write a temporary file next to it, fsync it, rename it over the original, fsync
-    the directory.  The file keeps its permission bits (a new file gets 0644).  On any
-    failure the temporary file is removed and the original is untouched."""
+    """Replace ``path`` with ``data`` atomically (:func:`wwwproxy.fsutil.atomic_write`); on any
+    failure the original is untouched and no temporary file is left."""
     target = Path(path)
     try:
-        mode = target.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o644
+        fsutil.atomic_write(target, data)
     except OSError as exc:
         raise URLDBError(f"cannot write the file: {exc.strerror or exc}", file=target) from exc
-    tmp: str | None = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fchmod(out.fileno(), mode)
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-        tmp = None
-    except OSError as exc:
-        raise URLDBError(f"cannot write the file: {exc.strerror or exc}", file=target) from exc
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-    _fsync_dir(target.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make the rename durable; not every system lets a directory be opened, so best effort."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
