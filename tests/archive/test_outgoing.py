@@ -1,0 +1,51 @@
+"""The outgoing queue: one file per archive key, atomic, malformed files reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wwwproxy.archive.outgoing import OutgoingQueue, QueuedRequest
+from wwwproxy.url import url_hash
+
+
+def test_add_is_once_per_key_and_named_by_hash(tmp_path: Path) -> None:
+    queue = OutgoingQueue(tmp_path / "outgoing")
+    first = QueuedRequest("http://a/", "http://a/", headers=(("Accept", "*/*"),))
+    assert queue.add(first) is True
+    assert queue.add(QueuedRequest("http://a/", "http://a/", queued="later")) is False
+    assert [p.name for p in (tmp_path / "outgoing").iterdir()] == [f"{url_hash('http://a/')}.json"]
+    assert "http://a/" in queue and len(queue) == 1
+    assert queue.requests() == [first]
+
+
+def test_body_and_method_round_trip(tmp_path: Path) -> None:
+    queue = OutgoingQueue(tmp_path)
+    req = QueuedRequest(
+        "http://a/f", "http://a/f?__wb_method=POST&x=1", "POST", (("A", "b"),), b"\x00x=1\xff"
+    )
+    queue.add(req)
+    assert OutgoingQueue(tmp_path).requests() == [req]
+    assert queue.remove(req.key) is True
+    assert queue.remove(req.key) is False
+    assert len(queue) == 0
+
+
+@pytest.mark.parametrize(
+    "content", [b"", b"{", b'{"url": 1}', b'{"key": "k"}', b'{"url":"u","key":"k","body":"!!"}']
+)
+def test_malformed_files_are_reported_not_fatal(tmp_path: Path, content: bytes) -> None:
+    queue = OutgoingQueue(tmp_path)
+    queue.add(QueuedRequest("http://ok/", "http://ok/"))
+    bad = tmp_path / "broken.json"
+    bad.write_bytes(content)
+    entries = dict(queue.entries())
+    assert isinstance(entries[bad], ValueError)
+    assert str(bad) in str(entries[bad])
+    assert [r.url for r in queue.requests()] == ["http://ok/"]
+
+
+def test_missing_directory_is_an_empty_queue(tmp_path: Path) -> None:
+    queue = OutgoingQueue(tmp_path / "nope")
+    assert len(queue) == 0 and queue.requests() == []
