@@ -58,8 +58,9 @@ class StoreError(Exception):
 
 
 def _servable(record: StoredRecord) -> bool:
-    """A 304 has no body of its own: it is recorded, but never replayed as the resource."""
-    return record.status != 304
+    """A 304 has no body of its own and a 206 only a part of one: both are recorded, but
+    never replayed as the resource."""
+    return record.status not in (206, 304)
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,11 @@ class Recorder:
         self.size += len(chunk)
 
     def finish(
-        self, status: int, reason: str, headers: Sequence[tuple[str, str]]
+        self,
+        status: int,
+        reason: str,
+        headers: Sequence[tuple[str, str]],
+        version: str = "HTTP/1.1",
     ) -> list[CDXJRecord]:
         if self._spool is None:
             raise StoreError("recorder already finished")
@@ -167,7 +172,7 @@ class Recorder:
                     self.request_body,
                     target=self.url.path_args,
                 ),
-                HTTPResponse(status, reason, sanitize_headers(headers), spool),
+                HTTPResponse(status, reason, sanitize_headers(headers), spool, version=version),
                 date=self.date,
             )
         finally:

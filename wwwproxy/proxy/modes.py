@@ -12,7 +12,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-__all__ = ["Action", "CacheState", "Mode", "age_seconds", "decide", "max_age_for"]
+__all__ = [
+    "Action",
+    "CacheState",
+    "Mode",
+    "age_seconds",
+    "client_freshness",
+    "decide",
+    "max_age_for",
+]
 
 
 class Mode(enum.StrEnum):
@@ -53,6 +61,23 @@ def max_age_for(url: str, rules: Iterable[tuple[re.Pattern[str], int]]) -> int |
     return None
 
 
+_MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?([0-9]+)\"?\s*(?:,|$)", re.IGNORECASE)
+_NO_CACHE = re.compile(r"(?:^|,)\s*no-cache\s*(?:[,=]|$)", re.IGNORECASE)
+
+
+def client_freshness(cache_control: str | None, pragma: str | None) -> tuple[bool, int | None]:
+    """What the browser asks of a cached answer (RFC 9111 §5.2.1): ``(force, max_age)``.
+
+    ``no-cache`` (a forced reload; ``Pragma: no-cache`` from HTTP/1.0 clients too) means "ask
+    the origin"; ``max-age=N`` (a normal reload sends ``max-age=0``) caps how old a copy a
+    freshness rule may serve.
+    """
+    cc = cache_control or ""
+    force = bool(_NO_CACHE.search(cc)) or (not cc and bool(_NO_CACHE.search(pragma or "")))
+    match = _MAX_AGE.search(cc)
+    return force, int(match.group(1)) if match else None
+
+
 def decide(
     mode: Mode,
     cached: CacheState | None,
@@ -60,6 +85,7 @@ def decide(
     *,
     max_age: int | None = None,
     force: bool = False,
+    method: str = "GET",
 ) -> Action:
     """The action for one request.
 
@@ -67,13 +93,16 @@ def decide(
     * autodial: serve what is cached, fetch the rest (the server queues if that fails);
     * online: serve a copy that a freshness rule still calls fresh, revalidate a copy with
       validators, fetch otherwise.  ``force`` (a browser reload) skips the freshness rule.
+      Other methods than GET and HEAD are always sent online: a POST answered from the cache
+      would never happen, and a conditional one is refused (412, RFC 9110 §13.1.2).
     """
     if mode is Mode.OFFLINE:
         return Action.SERVE if cached else Action.QUEUE
     if mode is Mode.AUTODIAL:
         return Action.SERVE if cached else Action.FETCH
-    if cached is None:
+    if cached is None or method.upper() not in ("GET", "HEAD"):
         return Action.FETCH
-    if not force and max_age is not None and age_seconds(cached.date, now) <= max_age:
+    if not force and max_age is not None and (now - cached.date).total_seconds() < max_age:
+        # fresh while younger than max_age (so max_age 0 is never fresh)
         return Action.SERVE
     return Action.REVALIDATE if cached.has_validators else Action.FETCH

@@ -12,7 +12,7 @@ import contextlib
 import html
 import ipaddress
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime
@@ -21,12 +21,22 @@ import aiohttp
 from aiohttp import web
 
 from ..archive.outgoing import OutgoingQueue, QueuedRequest
-from ..archive.store import CachedEntry, Store
+from ..archive.store import CachedEntry, Store, StoreError
+from ..archive.warc import ORIG_HEADER_PREFIX, WARCWriteError
 from ..config import Config
 from ..url import URL, InvalidURL, canonicalize
+from ..url.canonical import DEFAULT_PORTS
 from ..url.requestkey import request_key
-from .headers import add_via, end_to_end, get_header, set_header
-from .modes import Action, CacheState, Mode, age_seconds, decide, max_age_for
+from .headers import HOP_BY_HOP, add_via, end_to_end, get_header, set_header
+from .modes import (
+    Action,
+    CacheState,
+    Mode,
+    age_seconds,
+    client_freshness,
+    decide,
+    max_age_for,
+)
 from .pages import page_response
 from .tunnel import tunnel
 from .upstream import UpstreamError, UpstreamTimeouts, describe_error, new_session, open_upstream
@@ -39,7 +49,10 @@ PSEUDONYM = "wwwproxy"
 CHUNK = 64 * 1024
 MAX_REQUEST_BODY = 64 * 1024 * 1024  # a request body is read whole: its archive key needs it
 _FETCHABLE = ("http", "https")
-_NO_BODY_METHODS = ("GET", "HEAD")
+# Request headers made anew for the upstream request: aiohttp writes Host and Content-Length,
+# and the body is already read whole, so a 100-continue expectation has been met (by aiohttp
+# answering the browser) and must not make the upstream request wait for a 100.
+_NOT_FORWARDED = frozenset({"host", "content-length", "expect"})
 
 
 @dataclass
@@ -70,6 +83,8 @@ class ProxyServer:
         self.session: aiohttp.ClientSession | None = None
         self._own_names: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
+        #: set when the server shuts down: open CONNECT tunnels end instead of holding it up
+        self.closing = asyncio.Event()
         self._apply_config(config)
 
     # --- configuration -------------------------------------------------------------------
@@ -97,6 +112,9 @@ class ProxyServer:
         host = config.listen_host
         names.add(f"[{host}]" if ":" in host else host)
         self._own_names = {f"{n}:{port}" for n in names} | set(config.names)
+        self._own_hosts = {"localhost", "127.0.0.1", "::1", host.lower()} | {
+            n.strip("[]").rstrip(".") for n in config.names if _host_only(n)
+        }
         self._freshness = [(r.regex, r.max_age) for r in config.freshness]
 
     def reload(self, config: Config) -> None:
@@ -104,8 +122,30 @@ class ProxyServer:
         self._apply_config(config)
         self.state.mode = Mode(config.mode)
 
-    def is_own(self, url: URL) -> bool:
-        return url.local or url.hostport in self._own_names
+    def is_own(self, url: URL, local: tuple[str, int] | None = None) -> bool:
+        """Does ``url`` name this proxy?  A configured name with our port, or any spelling of an
+        address we listen on (``localhost.``, ``[::ffff:127.0.0.1]``, the address the browser
+        reached us at: ``local``, the connection's own socket address).  Forwarding such a
+        request would send it back to ourselves."""
+        if url.local or url.hostport in self._own_names:
+            return True
+        port = url.port if url.port is not None else DEFAULT_PORTS.get(url.proto)
+        if port != self.config.listen_port:
+            return False
+        host = url.host.rstrip(".")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if host in self._own_hosts:
+            return True
+        addr = _ip(host)
+        if addr is None:
+            return False
+        if local is not None and addr == _ip(local[0]):
+            return True
+        listen = _ip(self.config.listen_host)
+        if listen is not None and listen.is_unspecified:
+            return addr.is_loopback or addr.is_unspecified
+        return addr == listen
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -122,16 +162,31 @@ class ProxyServer:
             self.session = None
 
     def make_app(self) -> web.Application:
-        app = web.Application(handler_args={"max_field_size": 16384, "max_line_size": 16384})
-        app.router.add_route("*", "/{tail:.*}", self.handle)
+        @web.middleware
+        async def every_request(
+            request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+        ) -> web.StreamResponse:
+            # Not the router: a CONNECT's authority-form target (``host:443``) has no path, so
+            # no route matches it, and an absolute-form target must not be routed by its path.
+            return await self.handle(request)
+
+        app = web.Application(
+            handler_args={"max_field_size": 16384, "max_line_size": 16384},
+            middlewares=[every_request],
+        )
+        app.router.add_route("*", "/{tail:.*}", self.handle)  # (reached through the middleware)
 
         async def on_startup(_: web.Application) -> None:
             await self.start_session()
+
+        async def on_shutdown(_: web.Application) -> None:
+            self.closing.set()
 
         async def on_cleanup(_: web.Application) -> None:
             await self.close()
 
         app.on_startup.append(on_startup)
+        app.on_shutdown.append(on_shutdown)
         app.on_cleanup.append(on_cleanup)
         return app
 
@@ -166,7 +221,8 @@ class ProxyServer:
                 f"The URL <code>{html.escape(exc.url)}</code> is not valid: "
                 f"{html.escape(exc.reason)}.",
             )
-        if self.is_own(url):
+        local = request.transport.get_extra_info("sockname") if request.transport else None
+        if self.is_own(url, local if isinstance(local, tuple) else None):
             return await self.command(request, url)
         if PSEUDONYM in (request.headers.get("Via") or ""):
             return page_response(
@@ -190,6 +246,11 @@ class ProxyServer:
                 "Request body too large",
                 f"Request bodies are limited to {MAX_REQUEST_BODY // 2**20} MiB.",
             )
+        except (ConnectionError, aiohttp.ClientPayloadError) as exc:
+            # the browser left (or broke the framing) before its body was complete: there is
+            # nobody to answer and nothing to forward, queue or record
+            log.info("request body of %s not received: %s", url.canonical, exc)
+            return page_response(400, "Incomplete request body", "The request body was cut off.")
         return await self.proxy(request, url, body)
 
     async def command(self, request: web.Request, url: URL | None) -> web.StreamResponse:
@@ -216,18 +277,19 @@ class ProxyServer:
         method = request.method
         key = request_key(url.file, method, request.headers.get("Content-Type"), body)
         cached = await asyncio.to_thread(self.store.lookup, url, key, method, body)
+        if cached is None and method == "HEAD" and self.state.mode is not Mode.ONLINE:
+            # a HEAD can be answered from the GET capture's head (RFC 9111 §4) when we are
+            # not going to ask the origin anyway; online, the HEAD is forwarded as such
+            cached = await asyncio.to_thread(self.store.lookup, url, url.file, "GET", b"")
         now = datetime.now(UTC)
         state = CacheState(cached.date, cached.has_validators) if cached is not None else None
-        force = "no-cache" in (request.headers.get("Cache-Control") or "") or (
-            "no-cache" in (request.headers.get("Pragma") or "")
+        force, client_max_age = client_freshness(
+            request.headers.get("Cache-Control"), request.headers.get("Pragma")
         )
-        action = decide(
-            self.state.mode,
-            state,
-            now,
-            max_age=max_age_for(url.canonical, self._freshness),
-            force=force,
-        )
+        max_age = max_age_for(url.canonical, self._freshness)
+        if max_age is not None and client_max_age is not None:
+            max_age = min(max_age, client_max_age)
+        action = decide(self.state.mode, state, now, max_age=max_age, force=force, method=method)
         if action is Action.SERVE:
             assert cached is not None
             return await self.serve_cached(request, cached)
@@ -250,15 +312,14 @@ class ProxyServer:
         self, url: URL, key: str, method: str, headers: list[tuple[str, str]], body: bytes
     ) -> int:
         """Fetch without a browser (the queue, prefetching) through the same recording path;
-        returns the status.  Raises :class:`UpstreamError`."""
+        returns the status.  Raises :class:`UpstreamError`, and the archive's errors
+        (StoreError, WARCWriteError, OSError, ValueError for headers it cannot store)."""
         await self.start_session()
         assert self.session is not None
         fwd = add_via(end_to_end(headers), (1, 1), PSEUDONYM)
         upstream = await open_upstream(self.session, method, url, fwd, body)
         try:
-            raw_headers = [
-                (n.decode("latin-1"), v.decode("latin-1")) for n, v in upstream.raw_headers
-            ]
+            raw_headers = _decode_headers(upstream.raw_headers)
             recorder = self.store.recorder(
                 url,
                 key,
@@ -274,7 +335,11 @@ class ProxyServer:
                 reason, status = describe_error(exc)
                 raise UpstreamError(url.canonical, reason, status) from exc
             await asyncio.to_thread(
-                recorder.finish, upstream.status, upstream.reason or "", raw_headers
+                recorder.finish,
+                upstream.status,
+                upstream.reason or "",
+                raw_headers,
+                _http_version(upstream),
             )
             return upstream.status
         finally:
@@ -293,7 +358,7 @@ class ProxyServer:
                 await self.fetch_to_archive(
                     url, item.key, item.method, list(item.headers), item.body
                 )
-            except (InvalidURL, UpstreamError) as exc:
+            except (ValueError, UpstreamError, StoreError, WARCWriteError, OSError) as exc:
                 log.warning("queued %s not fetched: %s", item.url, exc)
                 failed += 1
                 continue
@@ -319,11 +384,13 @@ class ProxyServer:
             url=url.file,
             key=key,
             method=request.method,
+            # not the browser's conditions or range: fetching the queue must give the whole
+            # resource to serve offline, not a 304 about the browser's copy or a part of it
             headers=tuple(
                 end_to_end(
                     (k, v)
                     for k, v in request.headers.items()
-                    if k.lower() not in ("host", "content-length")
+                    if k.lower() not in _NOT_FORWARDED and k.lower() not in _CONDITIONAL
                 )
             ),
             body=body,
@@ -347,9 +414,14 @@ class ProxyServer:
         self, request: web.Request, cached: CachedEntry, stale: str | None = None
     ) -> web.StreamResponse:
         now = datetime.now(UTC)
-        headers = end_to_end(cached.headers)
+        headers = replay_headers(cached.headers)
+        recorded_length = get_header(cached.headers, "Content-Length")
         headers = [(n, v) for n, v in headers if n.lower() not in ("content-length", "age")]
-        headers.append(("Content-Length", str(cached.payload_length)))
+        if _bodiless(cached) and recorded_length is not None:
+            # a HEAD (or 204/304) answer: its Content-Length describes the GET body it lacks
+            headers.append(("Content-Length", recorded_length))
+        elif not _bodiless(cached):
+            headers.append(("Content-Length", str(cached.payload_length)))
         age = age_seconds(cached.date, now, get_header(cached.headers, "Age"))
         headers.append(("Age", str(age)))
         headers.append(("X-Cache", "HIT"))
@@ -357,8 +429,8 @@ class ProxyServer:
             headers.append(("Warning", f'111 {PSEUDONYM} "Revalidation Failed"'))
             headers.append(("X-Cache-Stale", stale))
         headers = add_via(headers, (1, 1), PSEUDONYM)
-        response = web.StreamResponse(status=cached.status, reason=cached.reason)
-        for name, value in headers:
+        response = _Forwarded(status=cached.status, reason=cached.reason)
+        for name, value in _sendable(headers):
             response.headers.add(name, value)
         await response.prepare(request)
         if request.method != "HEAD":
@@ -381,9 +453,7 @@ class ProxyServer:
         self, request: web.Request, cached: CachedEntry | None
     ) -> list[tuple[str, str]]:
         headers = end_to_end(
-            (k, v)
-            for k, v in request.headers.items()
-            if k.lower() not in ("host", "content-length")
+            (k, v) for k, v in request.headers.items() if k.lower() not in _NOT_FORWARDED
         )
         headers = add_via(headers, request.version[:2], PSEUDONYM)
         if cached is not None:
@@ -428,7 +498,7 @@ class ProxyServer:
         fwd_headers: list[tuple[str, str]],
         upstream: aiohttp.ClientResponse,
     ) -> web.StreamResponse:
-        raw_headers = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in upstream.raw_headers]
+        raw_headers = _decode_headers(upstream.raw_headers)
         recorder = self.store.recorder(
             url,
             key,
@@ -439,8 +509,8 @@ class ProxyServer:
         headers = end_to_end(raw_headers)
         headers = add_via(headers, upstream.version[:2] if upstream.version else (1, 1), PSEUDONYM)
         headers.append(("X-Cache", "MISS"))
-        response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-        for name, value in headers:
+        response = _Forwarded(status=upstream.status, reason=upstream.reason)
+        for name, value in _sendable(headers):
             response.headers.add(name, value)
         has_length = get_header(raw_headers, "Content-Length") is not None
         if not has_length and request.version < aiohttp.HttpVersion11:
@@ -450,34 +520,46 @@ class ProxyServer:
             await response.prepare(request)
         except (ConnectionResetError, aiohttp.ClientConnectionResetError):
             client_ok = False
+        # The last chunk is held back until the exchange is recorded: whatever the browser
+        # has received in full is in the archive (switching offline right after a page has
+        # loaded finds it there).
         complete = False
+        held = b""
         try:
             async for chunk in upstream.content.iter_chunked(CHUNK):
                 recorder.write(chunk)
-                if client_ok:
-                    try:
-                        await response.write(chunk)
-                    except (ConnectionResetError, aiohttp.ClientConnectionResetError):
-                        client_ok = False
-                        if not self.config.finish_on_disconnect:
-                            break
+                if client_ok and held:
+                    client_ok = await _send(response, held)
+                    if not client_ok and not self.config.finish_on_disconnect:
+                        break
+                held = chunk
             else:
                 complete = True
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             reason, _ = describe_error(exc)
             log.warning("upstream body of %s failed: %s", url.canonical, reason)
         if complete:
-            # record in a thread, so a large body's digest + gzip never stalls the loop
-            await asyncio.to_thread(
-                recorder.finish, upstream.status, upstream.reason or "", raw_headers
-            )
+            try:
+                # in a thread, so a large body's digest + gzip never stalls the loop
+                await asyncio.to_thread(
+                    recorder.finish,
+                    upstream.status,
+                    upstream.reason or "",
+                    raw_headers,
+                    _http_version(upstream),
+                )
+            except (StoreError, WARCWriteError, ValueError, OSError) as exc:
+                # the browser still gets its answer; the archive problem is the log's
+                log.error("%s was not recorded: %s", url.canonical, exc)
         else:
             recorder.abort()
-            if client_ok:
-                # a cut-off body must look cut off to the browser, never complete
-                if request.transport is not None:
-                    request.transport.close()
-                return response
+        if client_ok and held:
+            client_ok = await _send(response, held)
+        if not complete and client_ok:
+            # a cut-off body must look cut off to the browser, never complete
+            if request.transport is not None:
+                request.transport.close()
+            return response
         if client_ok:
             with contextlib.suppress(ConnectionResetError, aiohttp.ClientConnectionResetError):
                 await response.write_eof()
@@ -512,14 +594,104 @@ class ProxyServer:
                     recorder.write(chunk)
             recorder.finish(cached.status, cached.reason, updated)
 
-        await asyncio.to_thread(record)
+        try:
+            await asyncio.to_thread(record)
+        except (StoreError, WARCWriteError, ValueError, OSError) as exc:
+            log.error("revisit of %s was not recorded: %s", url.canonical, exc)
         fresh = await asyncio.to_thread(self.store.lookup, url, key, request.method, body)
         return await self.serve_cached(request, fresh or cached)
 
 
+class _Forwarded(web.StreamResponse):
+    """A response relayed or replayed with the origin's headers only: aiohttp's defaults for
+    a missing Content-Type (``application/octet-stream``, which would stop a browser from
+    sniffing the type as it would without the proxy) and Server are taken out again."""
+
+    async def _prepare_headers(self) -> None:
+        absent = [name for name in ("Content-Type", "Server") if name not in self.headers]
+        await super()._prepare_headers()
+        for name in absent:
+            self.headers.popall(name, None)
+
+
+def _decode_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+    """Header bytes as text the archive turns back into the same bytes (UTF-8 with
+    surrogateescape, as aiohttp decodes request headers and the WARC layer encodes them)."""
+    return [
+        (n.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape")) for n, v in raw
+    ]
+
+
+def _sendable(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Headers aiohttp can write: it writes text as UTF-8 and silently drops the escaped bytes
+    of a value that was not UTF-8, so such a value is sent read as ISO-8859-1 instead (the
+    archive keeps the exact bytes)."""
+    out = []
+    for name, value in headers:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            value = value.encode("utf-8", "surrogateescape").decode("latin-1")
+        out.append((name, value))
+    return out
+
+
+async def _send(response: web.StreamResponse, chunk: bytes) -> bool:
+    """Write to the browser; False once it has gone."""
+    try:
+        await response.write(chunk)
+    except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+        return False
+    return True
+
+
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """An IP address (v4-mapped v6 as v4), or None for a name."""
+    try:
+        addr = ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped
+    return addr
+
+
+def _host_only(name: str) -> bool:
+    """A configured name without a port (``names`` may hold ``host`` or ``host:port``)."""
+    return ":" not in name or (name.startswith("[") and name.endswith("]"))
+
+
+def _bodiless(cached: CachedEntry) -> bool:
+    """A capture whose recorded Content-Length is not its (empty) payload's length."""
+    return (
+        (cached.request_method or "").upper() == "HEAD"
+        or cached.status in (204, 304)
+        or 100 <= cached.status < 200
+    )
+
+
+def replay_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The recorded headers a replay sends: end-to-end ones, without the archive's renamed
+    transfer-coding headers (``X-Archive-Orig-Transfer-Encoding`` describes a hop the replay
+    does not repeat: it is sent with a Content-Length)."""
+    prefix = ORIG_HEADER_PREFIX.lower()
+    return [
+        (n, v)
+        for n, v in end_to_end(headers)
+        if not (n.lower().startswith(prefix) and n.lower()[len(prefix) :] in HOP_BY_HOP)
+    ]
+
+
+#: Request headers that make the answer depend on what the browser already has (RFC 9110
+#: §13.1, §14.2): a 304, 412 or 206 is the browser's own to receive, not the resource.
+_CONDITIONAL = frozenset(
+    {"if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range", "range"}
+)
+
+
 def _conditional(request: web.Request) -> bool:
-    """The browser asked conditionally itself: its 304 is its own to receive."""
-    return "If-None-Match" in request.headers or "If-Modified-Since" in request.headers
+    """The browser asked conditionally (or for a part) itself: the answer is its own."""
+    return any(name.lower() in _CONDITIONAL for name in request.headers)
 
 
 def _request_record_headers(
@@ -531,3 +703,9 @@ def _request_record_headers(
 
 def http_date(dt: datetime) -> str:
     return format_datetime(dt.astimezone(UTC), usegmt=True)
+
+
+def _http_version(upstream: aiohttp.ClientResponse) -> str:
+    """The origin's HTTP version, for the recorded status line."""
+    version = upstream.version or aiohttp.HttpVersion11
+    return f"HTTP/{version.major}.{version.minor}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import html
+import re
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -16,14 +17,47 @@ from .pages import page_response
 if TYPE_CHECKING:
     from .server import ProxyServer
 
-__all__ = ["tunnel"]
+__all__ = ["parse_connect_target", "tunnel"]
 
 CHUNK = 64 * 1024
+_AUTHORITY = re.compile(r"(\[[^\]/@]*\]|[^\[\]:/@?#]+):([0-9]{1,5})")
 
 
-async def _pump_to_upstream(request: web.Request, writer: asyncio.StreamWriter) -> None:
+def parse_connect_target(target: str) -> tuple[str, int]:
+    """``host:port`` of a CONNECT (RFC 9110 §9.3.6: authority-form, the port is required) as
+    the host to connect to (no brackets) and the port; ValueError says what is wrong."""
+    match = _AUTHORITY.fullmatch(target)
+    if match is None:
+        raise ValueError(f"the target {target!r} is not host:port")
+    port = int(match.group(2))
+    if not 1 <= port <= 65535:
+        raise ValueError(f"port {port} is out of range")
     try:
-        while chunk := await request.content.readany():
+        url = canonicalize(f"https://{match.group(1)}/")
+    except InvalidURL as exc:
+        raise ValueError(exc.reason) from None
+    host = url.host
+    return (host[1:-1] if host.startswith("[") else host), port
+
+
+class _ClientFeed:
+    """The browser's bytes after the CONNECT, handed over by aiohttp's payload-parser hook
+    (the one its websockets use) into a StreamReader that pauses the socket when full."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+
+    def feed_data(self, data: bytes | bytearray | memoryview) -> tuple[bool, bytes]:
+        self.reader.feed_data(bytes(data))
+        return False, b""
+
+    def feed_eof(self) -> None:
+        self.reader.feed_eof()
+
+
+async def _pump_to_upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while chunk := await reader.read(CHUNK):
             writer.write(chunk)
             await writer.drain()
     except (ConnectionError, OSError):
@@ -43,7 +77,7 @@ async def _pump_to_client(reader: asyncio.StreamReader, request: web.Request) ->
             transport.write(chunk)
             protocol = request.protocol
             # respect the client's pace (aiohttp's protocol pauses writing when buffers fill)
-            if protocol is not None and getattr(protocol, "_paused", False):
+            if protocol is not None and protocol.writing_paused:
                 await protocol._drain_helper()  # noqa: SLF001 (aiohttp flow control)
     except (ConnectionError, OSError):
         pass
@@ -53,10 +87,13 @@ async def tunnel(request: web.Request, server: ProxyServer) -> web.StreamRespons
     """Open a TCP tunnel to ``host:port`` when online and the port is allowed."""
     target = request.raw_path
     try:
-        url = canonicalize(f"https://{target}/")
-    except InvalidURL as exc:
-        return page_response(400, "Invalid CONNECT target", html.escape(exc.reason))
-    port = url.port or 443
+        host, port = parse_connect_target(target)
+    except ValueError as exc:
+        return page_response(
+            400,
+            "Invalid CONNECT target",
+            f"Cannot tunnel to <code>{html.escape(target)}</code>: {html.escape(str(exc))}.",
+        )
     if port not in server.config.connect_ports:
         return page_response(
             403,
@@ -71,32 +108,40 @@ async def tunnel(request: web.Request, server: ProxyServer) -> web.StreamRespons
             f"wwwproxy is offline: the secure connection to <code>{html.escape(target)}</code> "
             "cannot be made, and encrypted traffic is not cached.",
         )
-    host = url.host[1:-1] if url.host.startswith("[") else url.host
     try:
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(host, port), server.config.connect_timeout
         )
     except (TimeoutError, OSError) as exc:
-        reason = "timed out" if isinstance(exc, asyncio.TimeoutError) else str(exc)
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
         return page_response(
             502,
             "Bad gateway",
             f"Could not connect to <code>{html.escape(target)}</code>: {html.escape(reason)}.",
         )
+    from_client = asyncio.StreamReader(limit=CHUNK)
+    if request.transport is not None:
+        from_client.set_transport(request.transport)
     response = web.StreamResponse(status=200, reason="Connection Established")
     response.force_close()
-    await response.prepare(request)
-    up = asyncio.ensure_future(_pump_to_upstream(request, writer))
-    down = asyncio.ensure_future(_pump_to_client(reader, request))
     try:
-        done, _ = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
-        if down not in done:
+        await response.prepare(request)
+        request.protocol.set_parser(_ClientFeed(from_client))  # type: ignore[arg-type]
+    except (ConnectionError, OSError):
+        writer.close()
+        return response
+    up = asyncio.ensure_future(_pump_to_upstream(from_client, writer))
+    down = asyncio.ensure_future(_pump_to_client(reader, request))
+    closing = asyncio.ensure_future(server.closing.wait())
+    try:
+        done, _ = await asyncio.wait({up, down, closing}, return_when=asyncio.FIRST_COMPLETED)
+        if up in done and down not in done:
             # the browser is done sending; let the server finish its answer, within bounds
-            await asyncio.wait({down}, timeout=server.config.read_timeout)
+            await asyncio.wait({down, closing}, timeout=server.config.read_timeout)
     finally:
-        for task in (up, down):
+        for task in (up, down, closing):
             task.cancel()
-        await asyncio.gather(up, down, return_exceptions=True)
+        await asyncio.gather(up, down, closing, return_exceptions=True)
         writer.close()
         with contextlib.suppress(OSError):
             await writer.wait_closed()

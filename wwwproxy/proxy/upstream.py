@@ -64,6 +64,8 @@ def _basic_auth(url: URL) -> aiohttp.BasicAuth | None:
 
 def describe_error(exc: BaseException) -> tuple[str, int]:
     """A reason a person can read, and 502 or 504."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return "the connection to the server timed out", 504
     if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
         return "the server did not answer in time", 504
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
