@@ -875,22 +875,7 @@ async def fetching_server(
     ``example.com`` to a local server)."""
     server = ProxyServer(config, store)
     timeouts = UpstreamTimeouts(config.connect_timeout, config.read_timeout)
-    session = new_session(timeouts, limit_per_host=per_host)
-    if resolver is not None:
-        # new_session's settings with another resolver (upstream.new_session takes none)
-        await session.close()
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(
-                limit=256, limit_per_host=per_host, resolver=resolver, use_dns_cache=False
-            ),
-            cookie_jar=aiohttp.DummyCookieJar(),
-            auto_decompress=False,
-            timeout=aiohttp.ClientTimeout(
-                total=None, sock_connect=timeouts.connect, sock_read=timeouts.read
-            ),
-            skip_auto_headers=("Accept-Encoding", "User-Agent", "Accept"),
-            trust_env=False,
-        )
+    session = new_session(timeouts, limit_per_host=per_host, resolver=resolver)
     server.session = session
     try:
         yield server

@@ -34,9 +34,19 @@ class UpstreamTimeouts:
     read: float = 60.0
 
 
-def new_session(timeouts: UpstreamTimeouts, limit_per_host: int = 8) -> aiohttp.ClientSession:
-    """One shared client session: keep-alive to origins, no cookies, no decompression."""
-    connector = aiohttp.TCPConnector(limit=256, limit_per_host=limit_per_host, ttl_dns_cache=60)
+def new_session(
+    timeouts: UpstreamTimeouts,
+    limit_per_host: int = 8,
+    resolver: aiohttp.abc.AbstractResolver | None = None,
+) -> aiohttp.ClientSession:
+    """One shared client session: keep-alive to origins, no cookies, no decompression.
+    ``resolver`` replaces DNS (tests send names such as ``example.com`` to local servers)."""
+    if resolver is None:
+        connector = aiohttp.TCPConnector(limit=256, limit_per_host=limit_per_host, ttl_dns_cache=60)
+    else:
+        connector = aiohttp.TCPConnector(
+            limit=256, limit_per_host=limit_per_host, resolver=resolver, use_dns_cache=False
+        )
     return aiohttp.ClientSession(
         connector=connector,
         cookie_jar=aiohttp.DummyCookieJar(),
