@@ -257,7 +257,7 @@ async def page(ctx: Context) -> web.StreamResponse:
             else:
                 message = f"Could not fetch {url.canonical}: {'; '.join(job.errors)}"
         else:
-            job.task = asyncio.create_task(job.run(server))
+            job.task = server.spawn(job.run(server))
             message = f"Refreshing {url.canonical} and up to {MAX_URLS - 1} more in the background."
     data: dict[str, object] = {"jobs": [j.as_json() for j in jobs], "mode": server.state.mode}
     if job is not None:

@@ -12,10 +12,11 @@ import contextlib
 import html
 import ipaddress
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -82,7 +83,7 @@ class ProxyServer:
         self.commands = commands
         self.session: aiohttp.ClientSession | None = None
         self._own_names: set[str] = set()
-        self._background: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[Any]] = set()
         #: set when the server shuts down: open CONNECT tunnels end instead of holding it up
         self.closing = asyncio.Event()
         self._apply_config(config)
@@ -154,7 +155,16 @@ class ProxyServer:
             timeouts = UpstreamTimeouts(self.config.connect_timeout, self.config.read_timeout)
             self.session = new_session(timeouts)
 
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Run background work (a refresh job ...) that :meth:`close` cancels at shutdown."""
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
     async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         if self.session is not None:
