@@ -191,6 +191,7 @@ def test_for_store_attaches_once_and_survives_reopen(tmp_path):
     index = SearchIndex.for_store(store)
     assert SearchIndex.for_store(store) is index and len(store.listeners) == 1
     put(store, "http://e.example/", b"<title>T</title>plum", HTML)
+    assert index.flush()  # pages are indexed in a worker thread, after the recording
     again = SearchIndex(store.root)
     assert again.search("plum").total == 1
     assert (store.root / SEARCH_DB).exists()

@@ -16,9 +16,11 @@ import codecs
 import html
 import logging
 import os
+import queue
 import re
 import sqlite3
 import threading
+import time
 import weakref
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -288,6 +290,9 @@ class SearchIndex:
         self._lock = threading.RLock()
         self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
         self._attached: list[Store] = []
+        self._pending: queue.Queue[tuple[Store, CDXJRecord]] = queue.Queue()
+        self._pending_lock = threading.Lock()
+        self._worker: threading.Thread | None = None
         try:
             with self._lock:
                 self._conn.execute("PRAGMA journal_mode=WAL")
@@ -320,11 +325,49 @@ class SearchIndex:
         def on_put(url: URL, key: str, lines: list[CDXJRecord]) -> None:
             for line in lines:
                 if line.record_type in ("response", "revisit"):
-                    self.index_capture(store, line)
+                    self._enqueue(store, line)
 
         return on_put
 
+    def _enqueue(self, store: Store, line: CDXJRecord) -> None:
+        """Index in a worker thread: parsing a large page must never hold up the response
+        being recorded (the browser waits for the record before its last bytes)."""
+        with self._pending_lock:
+            self._pending.put((store, line))
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(
+                    target=self._work, name="wwwproxy-search-index", daemon=True
+                )
+                self._worker.start()
+
+    def _work(self) -> None:
+        while True:
+            try:
+                store, line = self._pending.get(timeout=5)
+            except queue.Empty:
+                with self._pending_lock:
+                    if self._pending.empty():
+                        self._worker = None
+                        return
+                continue
+            try:
+                self.index_capture(store, line)
+            except Exception:  # noqa: BLE001 (a page that cannot be indexed is logged, not fatal)
+                log.exception("search index: %s not indexed", line.uri)
+            finally:
+                self._pending.task_done()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until pages recorded so far are indexed (bounded); False on time-out."""
+        deadline = time.monotonic() + timeout
+        while self._pending.unfinished_tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
     def close(self) -> None:
+        self.flush()
         with self._lock:
             self._conn.close()
 
@@ -424,6 +467,7 @@ class SearchIndex:
         return extract_text(decode_text(data, content_type), mime)
 
     def remove(self, key: str) -> bool:
+        self.flush(2.0)  # a page recorded a moment ago must not come back after this
         with self._lock, self._conn:
             row = self._conn.execute("SELECT id FROM pages WHERE key = ?", (key,)).fetchone()
             if row is None:
@@ -434,6 +478,7 @@ class SearchIndex:
 
     def remove_files(self, names: Iterable[str]) -> int:
         """Drop the pages stored in these cache files (``warcfile:`` names): after a delete."""
+        self.flush(2.0)  # include pages recorded a moment ago
         removed = 0
         with self._lock, self._conn:
             for name in names:
@@ -446,6 +491,7 @@ class SearchIndex:
 
     def prune(self, store: Store) -> int:
         """Drop rows whose cache file is gone (deleted by another process or by hand)."""
+        self.flush(2.0)  # include pages recorded a moment ago
         from .store import StoreError
 
         with self._lock:
@@ -463,6 +509,7 @@ class SearchIndex:
 
     def rebuild(self, store: Store) -> int:
         """Index the newest capture of every key in the cache's CDXJ index afresh."""
+        self.flush(2.0)  # include pages recorded a moment ago
         newest: dict[str, CDXJRecord] = {}
         for line in store.list_prefix(""):
             if line.fields.get("hsc") == 304:
@@ -483,6 +530,7 @@ class SearchIndex:
 
     def count(self) -> tuple[int, int]:
         """(pages known, pages with text)."""
+        self.flush(2.0)  # include pages recorded a moment ago
         with self._lock:
             (pages,) = self._conn.execute("SELECT count(*) FROM pages").fetchone()
             (texts,) = self._conn.execute("SELECT count(*) FROM page_text").fetchone()
@@ -491,6 +539,7 @@ class SearchIndex:
     def search(self, query: str, limit: int = 20, offset: int = 0) -> SearchResults:
         """Pages whose title or text has every word (best first), then pages whose URL
         contains every word; ``limit`` of them from ``offset``."""
+        self.flush(2.0)  # include pages recorded a moment ago
         query = query.encode("utf-8", "replace").decode("utf-8")  # no lone surrogates
         query = _CONTROL.sub(" ", query)  # a NUL ends an FTS5 string early
         match = fts_query(query)
