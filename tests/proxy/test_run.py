@@ -195,3 +195,49 @@ def test_control_password(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(10)
+
+
+async def test_sigterm_merges_the_index_journal(proxy, origin) -> None:
+    port, proc, conf, log = proxy
+    oport, _ = origin
+    for i in range(3):
+        await get(port, f"http://127.0.0.1:{oport}/j{i}")
+    cache = conf.parent / "cache"
+    assert (cache / "index" / "journal.cdxj").exists()
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(proc.wait, 10) == 0
+    from wwwproxy.archive.store import Store
+
+    store = Store(cache)
+    assert store.index.journal_bytes() == 0  # merged into index.cdxj at exit
+    assert [r.uri for r in store.list_prefix("(127.0.0.1:")] == [
+        f"http://127.0.0.1:{oport}/j{i}" for i in range(3)
+    ]
+    assert store.check_index() == []
+
+
+async def test_compact_loop_merges_a_large_journal(tmp_path: Path) -> None:
+    from wwwproxy.archive.store import Store
+    from wwwproxy.proxy import run
+    from wwwproxy.url import canonicalize
+
+    store = Store(tmp_path)
+    for i in range(40):
+        url = canonicalize(f"http://example.com/{i}")
+        rec = store.recorder(url, url.file, method="GET", request_headers=[], request_body=b"")
+        rec.finish(200, "OK", [("Content-Type", "text/plain")])
+    before = store.index.journal_bytes()
+    small = asyncio.ensure_future(run.compact_loop(store, every=0.01, min_bytes=before + 1))
+    await asyncio.sleep(0.1)
+    small.cancel()
+    assert store.index.journal_bytes() == before  # below the threshold: left alone
+    task = asyncio.ensure_future(run.compact_loop(store, every=0.05, min_bytes=before))
+    try:
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if store.index.journal_bytes() < before:
+                break
+    finally:
+        task.cancel()
+    assert store.index.journal_bytes() == 0
+    assert len(list(store.list_prefix("(com,example,)/"))) == 40

@@ -88,6 +88,25 @@ async def start(config: Config, *, mode: Mode | None = None) -> Running:
     return Running(server, runner, port)
 
 
+COMPACT_EVERY = 60.0  # seconds between checks of the index journal
+COMPACT_BYTES = 256 * 1024  # journal size that triggers a merge into the sorted index
+
+
+async def compact_loop(
+    store: Store, *, every: float = COMPACT_EVERY, min_bytes: int = COMPACT_BYTES
+) -> None:
+    """Merge the index journal into the sorted index in the background, so lookups stay
+    binary searches instead of re-reading an ever-growing journal."""
+    while True:
+        await asyncio.sleep(every)
+        try:
+            if await asyncio.to_thread(store.index.journal_bytes) >= min_bytes:
+                count = await asyncio.to_thread(store.index.compact)
+                log.info("index compacted: %s records", count)
+        except Exception:  # noqa: BLE001 (never fatal: the journal keeps serving lookups)
+            log.exception("index compaction failed; will retry")
+
+
 async def serve(
     config_path: str | Path | None,
     overrides: dict[str, Any],
@@ -104,6 +123,7 @@ async def serve(
     config.cache.mkdir(parents=True, exist_ok=True)
     running = await start(config, mode=mode)
     monitor = asyncio.create_task(monitor_loop(running.server, monitor_path(config.cache)))
+    compactor = asyncio.create_task(compact_loop(running.server.store))
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
 
@@ -144,11 +164,18 @@ async def serve(
     if on_ready is not None:
         on_ready(running)
     await stop.wait()
-    monitor.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await monitor
+    for task in (monitor, compactor):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
     log.info("stopping: finishing requests in flight")
     await running.stop()
+    try:
+        count = await asyncio.to_thread(running.server.store.index.compact)
+        if count is not None:
+            log.info("index compacted: %s records", count)
+    except Exception:  # noqa: BLE001 (the journal is still valid; the next start merges it)
+        log.exception("index compaction at exit failed")
     log.info("stopped")
     return 0
 
