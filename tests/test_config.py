@@ -67,9 +67,12 @@ urldb: /srv/urldb
         ("allowed_clients: [300.1.1.1/8]\n", "bad network"),
         ("read_timeout: -1\n", "positive number of seconds"),
         ("finish_on_disconnect: maybe\n", "expected true or false"),
-        ("freshness:\n  - pattern: '('\n    max_age: 1\n", "x.yaml:2: bad pattern"),
+        (
+            "freshness:\n  - pattern: '('\n    max_age: 1\n",
+            "x.yaml:2: key 'freshness': bad pattern",
+        ),
         ("freshness:\n  - max_age: 1\n", "exactly 'pattern' and 'max_age'"),
-        ("listen: [\n", "not valid YAML"),
+        ("listen: [\n", "x.yaml: not valid YAML: "),
         ("- a\n- b\n", "must be a mapping"),
     ],
 )
@@ -113,3 +116,13 @@ def test_parse_hostport(text: str, expected: tuple[str, int]) -> None:
 def test_parse_hostport_rejects(text: str) -> None:
     with pytest.raises(ValueError):
         parse_hostport(text)
+
+
+def test_errors_are_one_line_each_with_one_place() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config("freshness:\n  - pattern: '('\n    max_age: 1\n", "x.yaml")
+    assert str(info.value).count("x.yaml") == 1
+    with pytest.raises(ConfigError) as info:
+        parse_config("a: 1\nlisten: [\n", "y.yaml")
+    message = str(info.value)
+    assert "\n" not in message and "(line 3, column 1)" in message, message

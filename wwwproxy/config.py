@@ -185,7 +185,7 @@ def _password(value: Any) -> str | None:
 def _freshness(value: Any, source: str) -> tuple[FreshnessRule, ...]:
     rules = []
     for i, item in enumerate(_as_list(value)):
-        where = _item_where(source, value, i)
+        where = f"{_item_where(source, value, i)}: key 'freshness'"
         if not isinstance(item, dict) or set(item) != {"pattern", "max_age"}:
             raise ValueError(f"{where}: each rule has exactly 'pattern' and 'max_age'")
         pattern = _as_str(item["pattern"])
@@ -216,12 +216,21 @@ _KEYS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def _yaml_problem(exc: YAMLError) -> str:
+    """ruamel's several-line message as one line with the place: ``problem (line L, column C)``."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None)
+    if mark is None:
+        return problem
+    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
+
+
 def parse_config(text: str, source: str = "<string>") -> Config:
     """Validate YAML text into a :class:`Config`; raises :class:`ConfigError` naming the place."""
     try:
         data = YAML(typ="rt").load(text)
     except YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{source}: not valid YAML: {_yaml_problem(exc)}") from None
     if data is None:
         data = CommentedMap()
     if not isinstance(data, dict):
@@ -242,7 +251,8 @@ def parse_config(text: str, source: str = "<string>") -> Config:
             else:
                 values[key] = _KEYS[key](raw)
         except ValueError as exc:
-            problems.append(f"{where}: key {key!r}: {exc}")
+            # freshness problems already name their item's line
+            problems.append(str(exc) if key == "freshness" else f"{where}: key {key!r}: {exc}")
     if problems:
         raise ConfigError("\n".join(problems))
     return Config(**values)

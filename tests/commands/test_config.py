@@ -4,6 +4,7 @@ is validated before it is saved, and is reloaded at once."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 from pathlib import Path
 
@@ -138,3 +139,39 @@ def test_edit_of_a_missing_key_appends_it():
     assert config.read_timeout == 9.0
     with pytest.raises(ConfigError, match="f:.*expected a positive number"):
         edit_config_text("mode: online\n", "read_timeout", "-1", "f")
+
+
+def test_a_yaml_error_is_one_clear_line():
+    with pytest.raises(ConfigError) as info:
+        edit_config_text("mode: online\n", "read_timeout", "[unclosed", "f")
+    message = str(info.value)
+    assert message == (
+        "the new value of 'read_timeout' is not valid YAML: expected ',' or ']', but got "
+        "'<stream end>' (line 1, column 10)"
+    )
+    with pytest.raises(ConfigError) as info:
+        edit_config_text("mode: [online\n", "read_timeout", "5", "f.yaml")
+    assert "\n" not in str(info.value) and str(info.value).startswith("f.yaml:")
+
+
+async def test_the_password_is_typed_into_a_password_field(configured):
+    running, client, path = configured
+    _, text, _ = await client.get("/config/")
+    row = text.split('value="password">', 1)[1].split("</form>", 1)[0]
+    assert '<input type="password" name="value"' in row and "<textarea" not in row
+
+
+async def test_values_in_force_are_shown_as_written_not_as_python(configured):
+    running, client, path = configured
+    status, _ = await client.post_api(
+        "/config/", {"key": "freshness", "value": "- pattern: '\\.png$'\n  max_age: 60\n"}
+    )
+    assert status == 200
+    _, text, _ = await client.get("/config/")
+    shown = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"<tr><td><b>([a-z_]+)</b>.*?<td><code>(.*?)</code>", text)
+    }
+    assert shown["finish_on_disconnect"] == "true"
+    assert shown["freshness"] == r"\.png$ (max_age 60 s)"
+    assert shown["names"] == "(none)" and shown["password"] == "(none)"

@@ -169,3 +169,11 @@ async def test_cached_copy_is_sandboxed_and_sets_no_cookie(client, origin, fetch
     assert "allow-same-origin" not in headers["Content-Security-Policy"]
     assert "Set-Cookie" not in headers  # the page's cookie would land on the proxy's origin
     assert headers["X-Cache"] == "HIT"
+
+
+async def test_a_huge_number_is_out_of_range_not_a_non_number(client):
+    status, data = await client.get_json("/search/?q=x&page=99999999999999")
+    assert status == 400
+    assert data["error"] == "The 'page' argument must be from 1 to 1000, not 99999999999999."
+    status, data = await client.get_json("/search/?q=x&page=-99999999999999")
+    assert status == 400 and "from 1 to 1000" in data["error"]

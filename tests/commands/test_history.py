@@ -136,3 +136,12 @@ def test_annotate_html_puts_base_first_and_escapes():
     assert text.index("<BODY class=a><div") > 0
     no_head = annotate_html(b"plain", "http://e.example/", T1, "/h")
     assert no_head.startswith(b'<base href="http://e.example/">plain')
+
+
+async def test_banner_links_back_to_this_proxy_with_its_port(client, three):
+    """The banner's "all captures" link is absolute (the page's <base> is the original site):
+    it must name the proxy's address as the browser reached it, port included, directly and
+    through the proxy alike (a link without the port would be queued as a foreign URL)."""
+    _, text, _ = await client.get(f"/cache/?url={quote(three, safe='')}")
+    want = f'href="http://127.0.0.1:{client.port}/history/?url=http%3A%2F%2Ftt.example%2Fpage"'
+    assert want in text

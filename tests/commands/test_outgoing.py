@@ -40,3 +40,10 @@ async def test_unreadable_queue_file_is_shown_and_cancellable(client, proxy):
 async def test_cancel_needs_an_argument(client):
     status, data = await client.post_api("/outgoing/", {})
     assert status == 400
+
+
+async def test_queue_times_say_their_time_zone(client, proxy, origin, fetch):
+    proxy.server.state.mode = Mode.OFFLINE
+    await fetch(origin.url("/a.html"))
+    _, text, _ = await client.get("/outgoing/")
+    assert "<th>Queued (UTC)</th>" in text

@@ -68,3 +68,13 @@ async def test_empty_query_shows_the_form(client):
     assert status == 200 and 'name="q"' in text and "Rebuild the search index" in text
     status, data = await client.get_json("/search/?q=" + "x" * 600)
     assert status == 400
+
+
+async def test_nothing_found_says_what_is_indexed_and_offers_a_rebuild(client, proxy, visible):
+    """Pages recorded before the index existed (or by hand) are only found after a rebuild:
+    a search that finds nothing says how much is indexed and offers one."""
+    status, text, _ = await client.get("/search/?q=nowhere")
+    assert status == 200
+    shown = visible(text)
+    assert "Nothing in the cache matches nowhere." in shown and "0 URLs indexed" in shown
+    assert 'value="rebuild"' in text and "Rebuild the search index" in shown

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from wwwproxy.archive.outgoing import OutgoingQueue, QueuedRequest
+from wwwproxy.archive.search import SearchIndex
 from wwwproxy.archive.store import Store
 from wwwproxy.fetch.commands import (
     add_fetch_parser,
@@ -79,6 +80,22 @@ def test_fetch_a_list_file(tmp_path: Path, site: Site, capsys: pytest.CaptureFix
     assert code == 0
     assert "2 URLs: 0 fetched" in err and "2 already fresh" in err
     assert site.take_hits() == []
+
+
+def test_fetched_pages_are_in_the_search_index(
+    tmp_path: Path, site: Site, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The proxy's /search/ finds what ``wwwproxy fetch`` recorded, like what it recorded
+    itself: the fetch keeps the cache's full-text index up to date too."""
+    cache = tmp_path / "cache"
+    code, _, err = run(capsys, "fetch", "--cache", cache, site.url("/deep/d.html"))
+    assert code == 0, err
+    index = SearchIndex(cache)
+    try:
+        hits = index.search("end").hits
+    finally:
+        index.close()
+    assert [h.url for h in hits] == [site.url("/deep/d.html")]
 
 
 def test_fetch_failures_give_exit_status_1(
@@ -209,6 +226,27 @@ def urldb(capsys: pytest.CaptureFixture[str], tmp_path: Path, *argv: str) -> tup
     return run(
         capsys, "urldb", action, "--db", tmp_path / "db", "--cache", tmp_path / "cache", *rest
     )
+
+
+def test_urldb_says_it_holds_default_ports_only(
+    tmp_path: Path, site: Site, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["urldb", "--help"])
+    out, _ = capsys.readouterr()
+    assert "only URLs on the default port (80 for http, 443 for https)" in " ".join(out.split())
+    code, _, err = run(
+        capsys,
+        "urldb",
+        "add",
+        "--cache",
+        tmp_path / "cache",
+        "--db",
+        tmp_path / "db",
+        site.url("/a.html"),
+    )
+    assert code == 2 and f"has port {site.port}" in err and "serve the site on port 80" in err
+    assert not (tmp_path / "db").exists()
 
 
 def test_urldb_add_writes_the_spec_examples_byte_for_byte(

@@ -145,6 +145,19 @@ def test_add_list_remove_and_the_file(tmp_path: Path) -> None:
     assert [e.url for e in monitor.load(path)] == ["http://example.com/weekly"]
 
 
+def test_only_full_http_urls_are_monitored(tmp_path: Path) -> None:
+    """A path-only URL names the proxy itself (canonicalized to localhost:8080, which may not
+    even be this proxy): the server would fetch its own pages on a schedule."""
+    path = tmp_path / "monitor.yaml"
+    for url, message in [
+        ("/index/", "not a full URL"),
+        ("ftp://example.com/", "only http and https"),
+    ]:
+        with pytest.raises(MonitorError, match=message):
+            monitor.add(path, url, parse_schedule(every="1"))
+    assert not path.exists()
+
+
 def test_hand_edits_and_comments_survive(tmp_path: Path) -> None:
     path = tmp_path / "monitor.yaml"
     path.write_text("# my pages\n- url: http://example.com/a   # the important one\n  every: 2\n")

@@ -444,6 +444,23 @@ async def test_outgoing_queue(tmp_path: Path, site: Site) -> None:
             assert f.read() == b"posted a=1"
 
 
+async def test_the_proxys_own_pages_are_never_fetched(tmp_path: Path, site: Site) -> None:
+    """A listed URL on the proxy's own address fails (the proxy would answer with a command
+    page, recorded as if it were a site); links and requisites to it are left alone.  Here
+    the proxy "listens" where the site's other host is."""
+    config = Config(cache=tmp_path / "cache", listen_host="127.0.0.2", listen_port=site.other_port)
+    own = f"{site.other}/offhost.html"
+    summary = await crawl(
+        tmp_path / "cache", [own, site.url("/")], config=config, requisites=True, scope="any"
+    )
+    results = summary.results
+    assert results[own].outcome is Outcome.FAILED
+    assert results[own].problem == "one of this proxy's own pages: not fetched"
+    assert f"{site.other}/img/cdn.png" not in results  # a requisite on the proxy's address
+    assert results[site.url("/")].outcome is Outcome.FETCHED
+    assert not [h for h in site.take_hits() if h.startswith("other:")]
+
+
 async def test_unreachable_host_fails_cleanly(tmp_path: Path) -> None:
     import socket
 

@@ -191,6 +191,16 @@ def test_urls_that_are_refused(tmp_path: Path, url: str, reason: str) -> None:
     assert files(tmp_path) == []
 
 
+def test_a_port_is_refused_with_the_reason_and_the_way_out() -> None:
+    """A local test server is usually on some port: the message says why that cannot be held
+    (a domain file names a host, not a port) and what to do instead."""
+    with pytest.raises(URLDBError) as info:
+        parse_db_url("http://127.0.0.1:8000/page.html")
+    message = str(info.value)
+    assert "port 8000" in message and "80 for http, 443 for https" in message
+    assert "domain file names a host" in message and "port 80" in message
+
+
 def test_fragment_default_port_and_spelling_are_canonicalized(tmp_path: Path) -> None:
     db = URLDatabase(tmp_path)
     entry = db.add("HTTP://Example.COM:80/a/./b/../%7ec?q=a%20b#frag", "text/html")

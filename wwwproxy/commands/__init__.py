@@ -7,8 +7,9 @@ answers HTML, or the same data as JSON with ``Accept: application/json`` or ``?f
 
 Pages (one module per family): ``/`` (:mod:`.welcome`), ``/index/`` (:mod:`.index`),
 ``/history/`` and ``/cache/`` (:mod:`.history`), ``/control/`` (:mod:`.control`),
-``/outgoing/`` (:mod:`.outgoing`), ``/refresh/`` (:mod:`.refresh`), ``/delete/``
-(:mod:`.delete`), ``/search/`` (:mod:`.search`), ``/config/`` (:mod:`.config`).
+``/outgoing/`` (:mod:`.outgoing`), ``/refresh/`` (:mod:`.refresh`), ``/monitor/``
+(:mod:`.monitor`), ``/delete/`` (:mod:`.delete`), ``/search/`` (:mod:`.search`), ``/config/``
+(:mod:`.config`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,18 @@ from aiohttp import web
 
 from ..url import URL
 from ..url.form import FormArgs
-from . import config, control, delete, history, index, outgoing, refresh, search, welcome
+from . import (
+    config,
+    control,
+    delete,
+    history,
+    index,
+    monitor,
+    outgoing,
+    refresh,
+    search,
+    welcome,
+)
 from .context import API_HEADER, Context, PageError
 
 if TYPE_CHECKING:
@@ -43,6 +55,7 @@ ROUTES: dict[str, Page] = {
     "/control/": control.page,
     "/outgoing/": outgoing.page,
     "/refresh/": refresh.page,
+    "/monitor/": monitor.page,
     "/delete/": delete.page,
     "/search/": search.page,
     "/config/": config.page,

@@ -119,6 +119,17 @@ def _push_trailing(parent: CommentedMap, key: str, node: object, token: Any) -> 
     entry[2] = token
 
 
+def _yaml_problem(exc: YAMLError) -> str:
+    """A parser's complaint on one line: what is wrong and where (ruamel's own text spans
+    several lines and names an internal "<unicode string>")."""
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if not problem:
+        return " ".join(str(exc).split())
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return f"{' '.join(str(problem).split())}{where}"
+
+
 def _comment_lines(text: str) -> list[str]:
     return sorted(line.strip() for line in text.splitlines() if line.strip().startswith("#"))
 
@@ -133,7 +144,7 @@ def edit_config_text(text: str, key: str, value_text: str, source: str) -> tuple
     try:
         data = yaml.load(text)
     except YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{source}: not valid YAML: {_yaml_problem(exc)}") from None
     if data is None:
         data = CommentedMap()
     if not isinstance(data, CommentedMap):
@@ -141,7 +152,9 @@ def edit_config_text(text: str, key: str, value_text: str, source: str) -> tuple
     try:
         value = YAML(typ="rt").load(value_text) if value_text.strip() else None
     except YAMLError as exc:
-        raise ConfigError(f"the new value of {key!r} is not valid YAML: {exc}") from None
+        raise ConfigError(
+            f"the new value of {key!r} is not valid YAML: {_yaml_problem(exc)}"
+        ) from None
     token = _pop_trailing(data[key]) if key in data else None
     data[key] = value
     _push_trailing(data, key, value, token)
@@ -159,6 +172,19 @@ def edit_config_text(text: str, key: str, value_text: str, source: str) -> tuple
     return new_text, config
 
 
+def _in_force(value: object) -> str:
+    """A value in force as a person reads it (YAML's ``true``, not Python's ``True``)."""
+    if value is None:
+        return "(none)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict) and set(value) == {"pattern", "max_age"}:
+        return f"{value['pattern']} (max_age {value['max_age']} s)"
+    if isinstance(value, list):
+        return ", ".join(_in_force(v) for v in value) or "(none)"
+    return str(value)
+
+
 def _file_values(path: Path | None) -> tuple[dict[str, str], str | None]:
     """Each top-level key's value in the file as YAML text, or the problem reading it."""
     if path is None:
@@ -171,7 +197,7 @@ def _file_values(path: Path | None) -> tuple[dict[str, str], str | None]:
     try:
         data = yaml.load(text)
     except YAMLError as exc:
-        return {}, f"{path}: not valid YAML: {exc}"
+        return {}, f"{path}: not valid YAML: {_yaml_problem(exc)}"
     values = {}
     for key, value in (data or {}).items():
         if key == "password":
@@ -268,9 +294,7 @@ async def page(ctx: Context) -> web.StreamResponse:
         )
         rows = []
         for key, about in KEYS.items():
-            shown = eff[key]
-            if isinstance(shown, list):
-                shown = ", ".join(str(v) for v in shown) or "(none)"
+            shown = _in_force(eff[key])
             if key == "mode":
                 shown = f"{shown} (running: {Mode(ctx.server.state.mode).value})"
             current = values.get(key, "")
@@ -279,26 +303,36 @@ async def page(ctx: Context) -> web.StreamResponse:
             in_file = key in values
             lines = max(1, min(8, current.count("\n") + 1))
             placeholder = "new password (empty: none)" if key == "password" else "(default)"
+            if key == "password":  # typed unseen; the saved one is never shown
+                field = (
+                    '<input type="password" name="value" autocomplete="new-password" '
+                    f'placeholder="{esc(placeholder)}" aria-label="{esc(key)}">'
+                )
+            else:
+                field = (
+                    f'<textarea name="value" rows="{lines}" placeholder="{esc(placeholder)}" '
+                    f'aria-label="{esc(key)}">{esc(current)}</textarea>'
+                )
             editor = (
                 '<form method="post" action="/config/">'
                 + hidden("token", ctx.token)
                 + hidden("key", key)
-                + f'<textarea name="value" rows="{lines}" placeholder="{esc(placeholder)}" '
-                f'aria-label="{esc(key)}">{esc(current)}</textarea>'
+                + field
                 + "<button>Save</button></form>"
                 if path is not None
                 else ""
             )
             rows.append(
                 f"<tr><td><b>{esc(key)}</b><div class=muted>{esc(about)}</div></td>"
-                f"<td><code>{esc(shown if shown is not None else '(none)')}</code>"
+                f"<td><code>{esc(shown)}</code>"
                 f"{'' if in_file else ' <span class=muted>(default)</span>'}</td>"
                 f"<td>{editor}</td></tr>"
             )
         return (
             note
             + where
-            + "<table><thead><tr><th>Key</th><th>In force</th><th>In the file</th></tr></thead>"
+            + "<table><thead><tr><th>Key</th><th>In force</th>"
+            + '<th style="width:40%">In the file</th></tr></thead>'
             + f"<tbody>{''.join(rows)}</tbody></table>"
         )
 

@@ -115,13 +115,16 @@ class Context:
         if raw is None or raw.strip() == "":
             return default
         raw = raw.strip()
-        if not raw.isascii() or not raw.lstrip("-").isdigit() or len(raw) > 12:
+        digits = raw[1:] if raw.startswith("-") else raw
+        if not raw.isascii() or not digits.isdigit():
             raise PageError(
                 400, f"The {key!r} argument must be a whole number, not {clean(raw)!r}."
             )
-        value = int(raw)
-        if not lo <= value <= hi:
-            raise PageError(400, f"The {key!r} argument must be from {lo} to {hi}, not {value}.")
+        # a number too long to be in range is not converted (int() of a huge string is slow)
+        value = int(raw) if len(digits) <= 18 else None
+        if value is None or not lo <= value <= hi:
+            shown = raw if len(raw) <= 40 else raw[:40] + "…"
+            raise PageError(400, f"The {key!r} argument must be from {lo} to {hi}, not {shown}.")
         return value
 
     def flag(self, key: str) -> bool:

@@ -217,6 +217,18 @@ async def cached(ctx: Context) -> web.StreamResponse:
     return response
 
 
+def _own_origin(ctx: Context) -> str:
+    """``http://host:port`` of this proxy as the browser reached it.  Not ``request.host``:
+    for an absolute-form request (through the proxy) aiohttp gives the host without its port."""
+    try:
+        origin = ctx.request.url.origin()
+    except ValueError:
+        origin = None
+    if origin is None or not origin.host:
+        return f"http://{ctx.server.local_host}"
+    return str(origin)
+
+
 def _annotated(ctx: Context, entry: CachedEntry, url: URL, encoding: str | None) -> bytes | None:
     with entry.open_body() as stream:
         raw = stream.read(MAX_ANNOTATE + 1)
@@ -224,6 +236,5 @@ def _annotated(ctx: Context, entry: CachedEntry, url: URL, encoding: str | None)
         data = decode_content(raw, encoding, MAX_ANNOTATE * 4)
     except ValueError:
         return None  # an encoding we cannot undo: serve it as stored
-    own = ctx.request.host or ctx.server.local_host
-    history = f"http://{own}" + href("/history/", {"url": url.file})
+    history = _own_origin(ctx) + href("/history/", {"url": url.file})
     return annotate_html(data, url.canonical, entry.date, history)

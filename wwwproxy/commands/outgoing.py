@@ -90,7 +90,7 @@ async def page(ctx: Context) -> web.StreamResponse:
             note
             + f"<p>{len(entries)} request(s) wait for the next time the proxy is online.</p>"
             + buttons
-            + table(["URL", "Method", "Queued", ""], rows, empty="Nothing is queued.")
+            + table(["URL", "Method", "Queued (UTC)", ""], rows, empty="Nothing is queued.")
         )
 
     return ctx.respond(data, "Outgoing queue", render, active="/outgoing/")

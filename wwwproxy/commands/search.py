@@ -69,10 +69,10 @@ async def page(ctx: Context) -> web.StreamResponse:
             "must match (a word ending in * matches as a prefix); titles count most. URLs "
             "containing the words are listed after the text matches.</p>"
         )
+        rebuild = button_form(
+            "/search/", ctx.token, "Rebuild the search index", {"action": "rebuild"}
+        )
         if results is None:
-            rebuild = button_form(
-                "/search/", ctx.token, "Rebuild the search index", {"action": "rebuild"}
-            )
             return note + form + about + f"<p>{rebuild}</p>"
         hits = []
         for h in results.hits:
@@ -98,7 +98,11 @@ async def page(ctx: Context) -> web.StreamResponse:
         nxt = link("/search/", "next →", {"q": query, "page": number + 1}) if number < pages else ""
         count = f"{results.total}{'+' if results.total >= 1000 else ''} result(s)"
         pager = f'<div class="pager">{prev}<span class="muted">{count}</span>{nxt}</div>'
-        body = "".join(hits) or f"<p>Nothing in the cache matches {esc(query)!s}.</p>"
+        body = "".join(hits) or (
+            f"<p>Nothing in the cache matches {esc(query)}.</p>{about}"
+            f'<p>{rebuild} <span class="muted">(for pages recorded before the index '
+            "existed)</span></p>"
+        )
         return note + form + pager + body + (pager if hits else "")
 
     title = f"Search: {query}" if query else "Search the cache"

@@ -34,6 +34,7 @@ NAV = (
     ("/search/", "Search"),
     ("/outgoing/", "Outgoing"),
     ("/refresh/", "Refresh"),
+    ("/monitor/", "Monitor"),
     ("/control/", "Control"),
     ("/config/", "Config"),
 )
@@ -88,8 +89,9 @@ button.danger{border-color:var(--bad);color:var(--bad)}
 button:disabled{opacity:.5;cursor:default}
 form.inline{display:inline}
 .row{display:flex;gap:.6em;flex-wrap:wrap;align-items:center;margin:.4em 0}
-input[type=text],input[type=number],input[type=search],textarea,select{font:inherit;
-padding:.3em .45em;border:1px solid #b9c0cc;border-radius:4px}
+input[type=text],input[type=number],input[type=search],input[type=password],textarea,select{
+font:inherit;padding:.3em .45em;border:1px solid #b9c0cc;border-radius:4px}
+td input[type=password]{width:100%}
 textarea{width:100%;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.9em}
 .pager{margin:.8em 0;display:flex;gap:.8em;align-items:center}
 mark{background:#ffe58a;padding:0 .1em}

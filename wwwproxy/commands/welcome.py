@@ -20,6 +20,7 @@ _PAGES = (
     ("/history/", "History", "every capture of a URL, each viewable as it was"),
     ("/outgoing/", "Outgoing", "requests queued while offline"),
     ("/refresh/", "Refresh", "fetch a page again, with its links and requisites"),
+    ("/monitor/", "Monitor", "pages fetched again on a schedule"),
     ("/delete/", "Delete", "remove a page or a host from the cache"),
     ("/control/", "Control", "online / offline / autodial, fetch the queue, purge"),
     ("/config/", "Config", "the configuration, editable"),

@@ -342,7 +342,8 @@ def add_urldb_parser(sub: SubParsers) -> argparse.ArgumentParser:
         "urldb-format.txt). add and import fetch each URL (into the cache, too) to learn its "
         "content type, and with --static its length and SHA-256; check fetches every record "
         "and reports each whose status is not 2xx/3xx or whose content type, length or "
-        "SHA-256 differs (exit status 1).",
+        "SHA-256 differs (exit status 1). A domain file names a host, not a port, so the "
+        "database holds only URLs on the default port (80 for http, 443 for https).",
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     common = argparse.ArgumentParser(add_help=False)

@@ -389,9 +389,12 @@ def add(path: str | os.PathLike[str], url: str, schedule: Schedule) -> MonitorEn
     keeps its history."""
     path = Path(path)
     try:
-        canonical = canonicalize(url).file
+        parsed = canonicalize(url)
     except InvalidURL as exc:
         raise MonitorError(str(exc)) from None
+    if parsed.local:
+        raise MonitorError(f"{url}: not a full URL (give http://host/path)")
+    canonical = parsed.file
     if not canonical.startswith(("http://", "https://")):
         raise MonitorError(f"{canonical}: only http and https URLs can be monitored")
     with _locked(path):

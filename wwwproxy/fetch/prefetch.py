@@ -36,11 +36,15 @@ Rules (decisions where the issue was silent are marked *):
   error status (4xx/5xx; recorded all the same), a redirect loop or too many redirects.
   *A cached error response counts as failed in later runs too: the page is not available
   offline.  robots.txt blocks are reported separately and are not failures.
+* **The proxy's own address** (its command pages) is never fetched: a listed URL there fails,
+  a link or requisite to it is left alone.
 * **Concurrency:** ``concurrency`` fetches at once, at most ``per_host`` to one host, and
   ``delay`` seconds between the starts of two requests to one host.
 * **Writers.**  The WARC appends hold an exclusive ``flock`` per cache file and the CDXJ
   journal appends a ``flock`` on the journal, so ``wwwproxy fetch`` and a running ``wwwproxy
-  serve`` (or two fetches) may write the same cache at once.
+  serve`` (or two fetches) may write the same cache at once.  What is fetched also goes into
+  the cache's full-text search index (:func:`fetching_server` attaches it; SQLite in WAL mode
+  takes writers from both processes), so the proxy's ``/search/`` finds it at once.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import sqlite3
 import time
 import zlib
 from collections.abc import AsyncIterator, Iterable
@@ -63,6 +68,7 @@ import aiohttp.abc
 
 from .. import __version__
 from ..archive.outgoing import QueuedRequest
+from ..archive.search import SearchIndex
 from ..archive.store import CachedEntry, Store
 from ..config import Config
 from ..proxy.headers import get_header
@@ -115,6 +121,8 @@ MAX_PARSE = 16 * 1024 * 1024  # bytes of a page or style sheet read for links (d
 ROBOTS_MAX_AGE = 24 * 3600  # RFC 9309 §2.4: a cached robots.txt is used for a day at most
 ROBOTS_REDIRECTS = 5
 _READ = 64 * 1024
+OWN_PAGE = "one of this proxy's own pages: not fetched"
+SEARCH_FLUSH = 120.0  # seconds to wait at the end for the search index to catch up
 
 
 # --- options and tasks ------------------------------------------------------------------------
@@ -526,6 +534,13 @@ class Prefetcher:
 
     async def _process(self, task: Task) -> None:
         url = canonicalize(task.url)
+        if self.server.is_own(url):
+            # the proxy would answer with a command page, recorded as if it were a site
+            if task.role is Role.SEED:
+                self._report(Result(url.file, Outcome.FAILED, problem=OWN_PAGE))
+            else:
+                log.info("%s: %s", url.file, OWN_PAGE)
+            return
         if task.role is not Role.SEED and self.options.robots:
             rules = await self._robots_for(url)
             if not rules.allowed(url):
@@ -874,6 +889,12 @@ async def fetching_server(
     ``per_host`` connections to one host.  ``resolver`` replaces DNS (the tests use it to send
     ``example.com`` to a local server)."""
     server = ProxyServer(config, store)
+    try:
+        # what is fetched is searchable at once, as what the proxy records itself is
+        search: SearchIndex | None = await asyncio.to_thread(SearchIndex.for_store, store)
+    except (ValueError, sqlite3.Error) as exc:
+        log.warning("the search index is not kept up to date: %s", exc)
+        search = None
     timeouts = UpstreamTimeouts(config.connect_timeout, config.read_timeout)
     session = new_session(timeouts, limit_per_host=per_host, resolver=resolver)
     server.session = session
@@ -881,3 +902,5 @@ async def fetching_server(
         yield server
     finally:
         await server.close()
+        if search is not None and not await asyncio.to_thread(search.flush, SEARCH_FLUSH):
+            log.warning("the search index was not brought up to date: run a rebuild on /search/")

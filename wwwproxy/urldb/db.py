@@ -112,7 +112,9 @@ def parse_db_url(url: str) -> tuple[str, str, str]:
     if u.port is not None:
         raise URLDBError(
             f"{u.canonical!r} has port {u.port}; the URL database holds only URLs on the "
-            "default port"
+            "default port (80 for http, 443 for https), as a domain file names a host, not a "
+            "port (urldb-format.txt). To try it with a local server, serve the site on port 80 "
+            "(or fetch a list file of URLs with wwwproxy fetch instead)"
         )
     return u.proto, u.host.rstrip(".") or u.host, u.path_args
 
