@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,11 +14,20 @@ import pytest
 EXAMPLE = "HTTP://User:p%40ss@WWW.Example.COM:80/a/./b/../%7euser/x%20y;p=1?q=a%20b&amp;r=%2b#frag"
 
 
-def wwwproxy(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+def wwwproxy(
+    *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
     # the console script installed beside this interpreter, as a user runs it
     script = Path(sys.executable).with_name("wwwproxy")
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "wwwproxy"]
-    return subprocess.run([*cmd, *args], input=stdin, capture_output=True, timeout=60, check=False)
+    return subprocess.run(
+        [*cmd, *args],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+        env=None if env is None else {**os.environ, **env},
+    )
 
 
 def test_canon_prints_canonical_cache_name_and_surt() -> None:
@@ -57,13 +68,48 @@ def test_canon_stdin_bytes() -> None:
     result = wwwproxy("canon", "--json", "-", stdin=data)
     assert result.returncode == 1
     rows = [json.loads(line) for line in result.stdout.decode("ascii").splitlines()]
-    assert len(rows) == 3
+    assert len(rows) == 4
     assert rows[0]["canonical"] == "http://x/%FF"
     assert rows[1]["canonical"] == "http://xn--bcher-kva.example/"
     assert rows[1]["surt"] == "(example,bücher,)/"
-    assert "UTF-8" in rows[2]["error"]
+    assert rows[2] == {"input": "", "error": "it is empty"}
+    assert "UTF-8" in rows[3]["error"]
     # the input is given back exactly: undecodable bytes as surrogate escapes
-    assert rows[2]["input"].encode("utf-8", "surrogateescape") == b"http://b\xfccher.example/"
+    assert rows[3]["input"].encode("utf-8", "surrogateescape") == b"http://b\xfccher.example/"
+
+
+def test_canon_stdin_one_row_per_line_in_order() -> None:
+    # blank and whitespace-only lines are inputs too, so rows zip with the input lines
+    lines = [b"a.com", b"", b"  ", b"\t\x0b", b"b.com/x\r", b"c.com:99999", b"\x00", b"d.com"]
+    result = wwwproxy("canon", "--json", "-", stdin=b"\n".join(lines) + b"\n")
+    assert result.returncode == 1
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [row["input"] for row in rows] == [
+        "a.com",
+        "",
+        "  ",
+        "\t\x0b",
+        "b.com/x",
+        "c.com:99999",
+        "\x00",
+        "d.com",
+    ]
+    assert [row.get("canonical") for row in rows] == [
+        "http://a.com/",
+        None,
+        None,
+        None,
+        "http://b.com/x",
+        None,
+        None,
+        "http://d.com/",
+    ]
+
+
+def test_canon_output_is_utf8_whatever_the_locale() -> None:
+    result = wwwproxy("canon", "http://Bücher.example/", env={"PYTHONIOENCODING": "ascii"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode("utf-8").endswith("\t(example,bücher,)/\n")
 
 
 def test_canon_mixes_arguments_and_stdin_in_order() -> None:
@@ -183,3 +229,22 @@ def test_index_uses_config_cache(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert f"{conf}:1: key 'cache'".encode() in result.stderr
     assert f"{conf}:2: unknown key 'bogus'".encode() in result.stderr
+
+
+def test_index_on_an_unusable_cache_says_what_and_where(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    _populate(cache)
+    (cache / "http" / "example.com" / ("x" * 22 + ".warc.gz")).mkdir()  # not a file: skipped
+    assert wwwproxy("index", "rebuild", "--cache", str(cache)).returncode == 0
+    journal = cache / "index" / "journal.cdxj"
+    journal.mkdir()
+    for action in ("rebuild", "check"):
+        result = wwwproxy("index", action, "--cache", str(cache))
+        assert result.returncode in (1, 2) and b"Traceback" not in result.stderr
+        assert str(journal).encode() in result.stdout + result.stderr
+    journal.rmdir()
+    shutil.rmtree(cache / "index")
+    (cache / "index").write_text("not a directory")
+    result = wwwproxy("index", "check", "--cache", str(cache))
+    assert result.returncode == 2 and b"Traceback" not in result.stderr
+    assert str(cache / "index").encode() in result.stderr

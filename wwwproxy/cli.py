@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import base64
+import io
 import json
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from . import __version__
-from .archive.store import Store
+from .archive.cdxj import CDXJError
+from .archive.store import Store, StoreError
 from .config import ConfigError, load_config, parse_hostport
 from .fetch.commands import add_fetch_parser, add_monitor_parser, add_urldb_parser
 from .url import InvalidURL, cache_name, canonicalize, surt
@@ -20,15 +22,19 @@ __all__ = ["main"]
 
 
 def _canon_inputs(urls: Sequence[str]) -> Iterator[str | bytes]:
-    """Command-line URLs in order; ``-`` stands for stdin's lines, read as bytes."""
+    """Command-line URLs in order; ``-`` stands for stdin's lines, read as bytes.
+
+    Every line is an input, blank ones too (they are invalid URLs), so the output has one
+    row per input line and can be zipped with the input.
+    """
     for url in urls:
         if url != "-":
             yield url
             continue
         for line in sys.stdin.buffer:
-            line = line.rstrip(b"\r\n")
-            if line.strip():
-                yield line
+            if line.endswith(b"\n"):
+                line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+            yield line
 
 
 def _display(value: str | bytes) -> str:
@@ -62,6 +68,8 @@ def cmd_canon(args: argparse.Namespace) -> int:
     show_key = args.method is not None or args.body is not None
     status = 0
     out = sys.stdout
+    if isinstance(out, io.TextIOWrapper):
+        out.reconfigure(encoding="utf-8")  # whatever the locale: SURT keys show IDNA in Unicode
     for raw in _canon_inputs(args.urls):
         shown = _display(raw)
         try:
@@ -109,14 +117,21 @@ def cmd_index(args: argparse.Namespace) -> int:
     if not root.is_dir():
         print(f"wwwproxy index: {root}: no such cache directory", file=sys.stderr)
         return 2
-    store = Store(root)
+    try:
+        store = Store(root)
+        if args.action == "rebuild":
+            count, problems = store.rebuild_index()
+        else:
+            problems = store.check_index()
+    except (OSError, CDXJError, StoreError) as exc:
+        # a cache that cannot be used at all (say, index/ is a file): what and where, no trace
+        print(f"wwwproxy index {args.action}: {root}: {exc}", file=sys.stderr)
+        return 2
     if args.action == "rebuild":
-        count, problems = store.rebuild_index()
         for problem in problems:
             print(f"warning: {problem}", file=sys.stderr)
         print(f"{store.index.index_path}: {count} records from {root}")
         return 0
-    problems = store.check_index()
     for problem in problems:
         print(problem)
     print(

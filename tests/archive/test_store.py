@@ -387,3 +387,19 @@ def test_listeners_see_every_put_and_cannot_break_it(tmp_path: Path) -> None:
     put(store, "http://example.com/l", b"x", date=T0 + timedelta(seconds=1))
     assert seen == [(key, "response"), (key, "revisit")]
     assert store.get(url) is not None
+
+
+def test_rebuild_and_check_survive_entries_that_are_not_readable_files(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    url, key, lines = put(store, "http://example.com/a", b"a")
+    # a directory where a cache file or the journal would be: read as a file, it raised
+    (store.path_for(url).parent / ("x" * 22 + ".warc.gz")).mkdir()
+    count, problems = store.rebuild_index()
+    assert count == 1 and problems == []
+    assert store.check_index() == []
+    sealed = store.index.directory / "journal-00000000000000000001-1.sealed"
+    sealed.mkdir()
+    problems = store.check_index()
+    assert problems and all(str(sealed) in p and "cannot read" in p for p in problems)
+    assert [c.uri for c in store.captures(key)] == [key]  # lookups still answer, and say why
+    assert any(str(sealed) in p and "cannot read" in p for p in store.index.problems)

@@ -1205,6 +1205,9 @@ class Index:
             f = open(path, "rb")  # noqa: SIM115 - closed below
         except FileNotFoundError:
             return None, []
+        except OSError as exc:  # unreadable (permissions, a directory): the rest still answers
+            self._report(f"{key}: cannot read: {exc.strerror or exc}")
+            return None, []
         problems: list[str] = []
         with f:
             fcntl.flock(f.fileno(), fcntl.LOCK_SH)  # no half-written append

@@ -383,24 +383,27 @@ class Store:
             if proto_dir.name in ("index", "outgoing", "tmp") or proto_dir.name.startswith("."):
                 continue
             for host_dir in sorted(p for p in proto_dir.iterdir() if p.is_dir()):
-                yield from sorted(host_dir.glob("*" + WARC_SUFFIX))
+                yield from sorted(p for p in host_dir.glob("*" + WARC_SUFFIX) if p.is_file())
 
     def scan(self, problems: list[str]) -> Iterator[CDXJRecord]:
         """Index lines for every complete record in every cache file."""
         for path in self.warc_files():
             name = self.warcfile_name(path)
             found: list[WARCFormatError] = []
-            for rec in read_records(path, found):
-                if rec.rec_type not in _INDEXED_TYPES:
-                    continue
-                key = rec.archive_key or rec.target_uri
-                if not key:
-                    problems.append(f"{path}: at offset {rec.offset}: record has no key or URI")
-                    continue
-                try:
-                    yield self._index_line(key, rec, name, rec.offset, rec.length)
-                except (CDXJError, ValueError) as exc:
-                    problems.append(f"{path}: at offset {rec.offset}: {exc}")
+            try:
+                for rec in read_records(path, found):
+                    if rec.rec_type not in _INDEXED_TYPES:
+                        continue
+                    key = rec.archive_key or rec.target_uri
+                    if not key:
+                        problems.append(f"{path}: at offset {rec.offset}: record has no key or URI")
+                        continue
+                    try:
+                        yield self._index_line(key, rec, name, rec.offset, rec.length)
+                    except (CDXJError, ValueError) as exc:
+                        problems.append(f"{path}: at offset {rec.offset}: {exc}")
+            except OSError as exc:  # unreadable (permissions) or gone: the other files still count
+                problems.append(f"{path}: cannot read: {exc.strerror or exc}")
             problems.extend(str(p) for p in found)
 
     def rebuild_index(self) -> tuple[int, list[str]]:
@@ -450,7 +453,7 @@ class Store:
         for path in self.index.files():
             try:
                 f = open(path, "rb")  # noqa: SIM115 (closed below)
-            except FileNotFoundError:
+            except OSError:  # gone, or unreadable: Index.check reports the latter
                 continue
             with f:
                 for lineno, raw in enumerate(f, 1):

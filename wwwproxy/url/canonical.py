@@ -97,6 +97,10 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):(//?)")
 _PORT = re.compile(r"[0-9]+")
 _LABEL = re.compile(r"[a-z0-9_\-]{1,63}")
 _ARGS_TOKEN = re.compile(r"%[0-9A-Fa-f]{2}|[^A-Za-z0-9!$()*,\-./:_|~&=;+?]")
+# A run "&amp;amp;..." is what replacing "&amp;" until none is left turns into one "&"; nothing
+# else can form a new "&amp;" (a replacement leaves "&", which starts no earlier match), so one
+# pass over the runs gives the same result as repeated passes, in linear time.
+_AMP_RUN = re.compile(r"&(?:amp;)+")
 
 
 def percent_decode(text: str) -> str:
@@ -155,9 +159,15 @@ def _recode_args(args: str) -> str:
         return f"%{ord(tok):02X}"
 
     out = _ARGS_TOKEN.sub(repl, args)
-    while "&amp;" in out:
-        out = out.replace("&amp;", "&")
+    if "&amp;" in out:
+        out = _AMP_RUN.sub("&", out)
     return out
+
+
+def _show(chars: str) -> str:
+    """Byte-chars quoted for a message: UTF-8 as the text it is, other bytes as ``\\xNN``."""
+    text = chars.encode("latin-1").decode("utf-8", "backslashreplace")
+    return "'" + "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text) + "'"
 
 
 # --- hosts ----------------------------------------------------------------------------------
@@ -232,11 +242,18 @@ def format_ipv6(value: int) -> str:
 
 def _parse_ipv6(url: str | bytes, text: str) -> str:
     if "%" in text:
-        raise InvalidURL(url, f"IPv6 host [{text}] has a zone id, which URLs cannot carry")
+        raise InvalidURL(
+            url, f"IPv6 host [{_show(text)[1:-1]}] has a zone id, which URLs cannot carry"
+        )
+    if not text.isascii():
+        reason = (
+            f"bad IPv6 address [{_show(text)[1:-1]}]: only hex digits, ':' and '.' belong there"
+        )
+        raise InvalidURL(url, reason)
     try:
         value = int(ipaddress.IPv6Address(text))
     except ValueError as exc:
-        raise InvalidURL(url, f"bad IPv6 address [{text}]: {exc}") from None
+        raise InvalidURL(url, f"bad IPv6 address [{_show(text)[1:-1]}]: {exc}") from None
     return f"[{format_ipv6(value)}]"
 
 
@@ -305,10 +322,10 @@ def _canonical_port(url: str | bytes, proto: str, port: str) -> int | None:
     if port == "":
         return None
     if not _PORT.fullmatch(port):
-        raise InvalidURL(url, f"port {port!r} is not a decimal number")
+        raise InvalidURL(url, f"port {_show(port)} is not a decimal number")
     value = int(port)
     if not 1 <= value <= 65535:
-        raise InvalidURL(url, f"port {port!r} is out of range 1-65535")
+        raise InvalidURL(url, f"port {_show(port)} is out of range 1-65535")
     return None if DEFAULT_PORTS.get(proto) == value else value
 
 
@@ -317,10 +334,11 @@ def _split_hostport(url: str | bytes, hostport: str) -> tuple[str, str, bool]:
     if hostport.startswith("["):
         end = hostport.find("]")
         if end < 0:
-            raise InvalidURL(url, f"IPv6 host {hostport!r} is missing its closing ']'")
+            raise InvalidURL(url, f"IPv6 host {_show(hostport)} is missing its closing ']'")
         rest = hostport[end + 1 :]
         if rest and not rest.startswith(":"):
-            raise InvalidURL(url, f"unexpected {rest!r} after the IPv6 host {hostport[: end + 1]}")
+            shown = _show(hostport[: end + 1])[1:-1]
+            raise InvalidURL(url, f"unexpected {_show(rest)} after the IPv6 host {shown}")
         return hostport[1:end], rest[1:], True
     if hostport.count(":") >= 2:
         return hostport, "", True
@@ -330,7 +348,7 @@ def _split_hostport(url: str | bytes, hostport: str) -> tuple[str, str, bool]:
 
 @functools.lru_cache(maxsize=16)
 def _local_hostport(local_host: str) -> tuple[str, int | None]:
-    host, port, ipv6 = _split_hostport(local_host, local_host)
+    host, port, ipv6 = _split_hostport(local_host, _to_byte_chars(local_host))
     if not host:
         raise InvalidURL(local_host, "the proxy's own host name is empty")
     canon_host = _canonical_host(local_host, host, ipv6)
@@ -398,7 +416,13 @@ def _canonicalize(url: str | bytes, local_host: str) -> URL:
     local = host_text == "" and not ipv6
     if local:
         _canonical_port(url, proto, port_text)  # a written port must still be valid
-        host, port = _local_hostport(local_host)
+        try:
+            host, port = _local_hostport(local_host)
+        except InvalidURL as exc:
+            reason = (
+                f"it names the proxy itself, whose host {local_host!r} is invalid: {exc.reason}"
+            )
+            raise InvalidURL(url, reason) from None
     else:
         host = _canonical_host(url, host_text, ipv6)
         port = _canonical_port(url, proto, port_text)
