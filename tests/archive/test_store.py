@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from wwwproxy.archive.cdxj import CDXJRecord, make_ref
 from wwwproxy.archive.store import Store, StoreError
-from wwwproxy.url import canonicalize, surt
+from wwwproxy.url import canonicalize, surt, url_hash
 from wwwproxy.url.requestkey import request_key
 
 T0 = datetime(2026, 11, 22, 5, 4, 30, 123456, tzinfo=UTC)
@@ -99,7 +100,7 @@ def test_put_then_get_round_trips_exact_bytes(tmp_path: Path) -> None:
     assert line.key == "(com,example,)/a?b=1"
     assert line.timestamp == "2026-11-22T05:04:30.123456Z"
     assert line.fields["hsc"] == 200 and line.fields["mct"] == "text/html"
-    stored = store.get_at(line.ref)
+    stored = store.get_at(line)
     assert stored.rec_type == "response" and stored.offset == line.warcfile[1]
 
 
@@ -107,11 +108,18 @@ def test_warcfile_name_is_unique_and_resolvable(tmp_path: Path) -> None:
     store = Store(tmp_path)
     url, key, lines = put(store, "http://[::1]:8080/x", b"hi")
     name, offset = lines[0].warcfile
-    assert "/" not in name
-    assert store.resolve_warcfile(name) == store.path_for(url, key)
-    for bad in ("../x~y~z.warc.gz", "a~b.warc.gz", "a~..~z.warc.gz", "a~b~c", "a~b/c~d.warc.gz"):
+    path = store.path_for(url, key)
+    # the file's own name, no folders (CDXJ Appendix C), and the hash of the whole key
+    assert name == path.name == url_hash(key) + ".warc.gz"
+    assert store.resolve_warcfile(name, key) == path == store.path_of(lines[0])
+    other = "http://[::1]:8081/x"
+    with pytest.raises(StoreError):
+        store.resolve_warcfile(name, other)  # not that key's file
+    for bad_key in ("http://../x", "http://./x", "nonsense", "http:///x", "../../etc://h/"):
         with pytest.raises(StoreError):
-            store.resolve_warcfile(bad)
+            store.resolve_warcfile(url_hash(bad_key) + ".warc.gz", bad_key)
+    with pytest.raises(StoreError):
+        store.resolve_warcfile("../" + name, key)
 
 
 def test_same_payload_is_recorded_as_revisit(tmp_path: Path) -> None:
@@ -243,7 +251,14 @@ def test_check_reports_bad_lines_and_refs_with_places(tmp_path: Path) -> None:
     journal = store.index.journal_path
     good = lines[0].to_line()
     bad_ref = good.replace(lines[0].ref, lines[0].ref.split("#")[0] + "#99999")
-    missing = good.replace("http~example.com~", "http~example.net~")
+    other = "http://example.net/x"
+    missing = CDXJRecord.build(
+        surt(other),
+        lines[0].timestamp,
+        "response",
+        uri=other,
+        ref=make_ref(url_hash(other) + ".warc.gz", 0),
+    ).to_line()
     n = journal.read_bytes().count(b"\n")  # the header and the good line
     with open(journal, "a", encoding="utf-8") as f:
         f.write("not a cdxj line\n")

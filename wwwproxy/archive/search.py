@@ -419,7 +419,7 @@ class SearchIndex:
 
     @staticmethod
     def _read_text(store: Store, line: CDXJRecord) -> tuple[str, str]:
-        record = store.get_at(line.ref)
+        record = store.get_at(line)
         if record.rec_type == "revisit":
             from ..url import canonicalize
 
@@ -468,13 +468,13 @@ class SearchIndex:
         from .store import StoreError
 
         with self._lock:
-            files = [r[0] for r in self._conn.execute("SELECT DISTINCT file FROM pages")]
+            rows = list(self._conn.execute("SELECT file, key FROM pages"))
         gone = []
-        for name in files:
+        for name, key in rows:
             if name is None:
                 continue
             try:
-                if not store.resolve_warcfile(name).exists():
+                if not store.resolve_warcfile(name, key).exists():
                     gone.append(name)
             except StoreError:  # a name that cannot be a cache file of ours
                 gone.append(name)

@@ -5,9 +5,11 @@ key's records, newest last; ``<root>/index/`` holds the CDXJ index.  Serving nee
 index (URL -> file -> newest record); the index adds time order, prefix ranges and listings, and
 can always be rebuilt from the WARC files.
 
-A CDXJ ``ref`` is ``warcfile:NAME#OFFSET``.  NAME must be unique and resolvable without another
-index, so it is the file's path below the root with ``/`` written as ``~`` (a byte that no
-scheme, host or hash contains): ``http~www.example.com~8XdxEfXQ8cgf+gTedREo+g.warc.gz``.
+A CDXJ ``ref`` is ``warcfile:NAME#OFFSET`` where NAME is the file's own name without its folders,
+as the CDXJ spec's Appendix C asks (``8XdxEfXQ8cgf+gTedREo+g.warc.gz``).  NAME is unique: it is
+the hash of the whole archive key, host included.  It resolves back to its file with the line's
+``uri`` (the key), whose scheme and host name the folders; the hash is checked against the key,
+so a line can never point the store at a file that is not that key's.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from ..url import URL, cache_name, surt
+from ..url import URL, cache_name, surt, url_hash
 from .cdxj import CDXJError, CDXJRecord, Index, make_ref, parse_ref
 from .warc import (
     CachedResponse,
@@ -46,7 +48,6 @@ __all__ = ["WARC_SUFFIX", "CachedEntry", "Recorder", "Store", "StoreError"]
 log = logging.getLogger(__name__)
 
 WARC_SUFFIX = ".warc.gz"
-_NAME_SEP = "~"
 _SPOOL_MEMORY = 1024 * 1024  # response bodies above this spool to a file in <root>/tmp
 _SEGMENT = re.compile(r"[A-Za-z0-9+.\-_:\[\]]+")
 _INDEXED_TYPES = ("response", "revisit")
@@ -204,21 +205,31 @@ class Store:
     def path_for(self, url: URL, key: str | None = None) -> Path:
         return self.root / (cache_name(url, key) + WARC_SUFFIX)
 
-    def warcfile_name(self, path: Path) -> str:
-        rel = path.relative_to(self.root)
-        return _NAME_SEP.join(rel.parts)
+    @staticmethod
+    def warcfile_name(path: Path) -> str:
+        """The ``warcfile:`` NAME of a cache file: its file name (CDXJ Appendix C)."""
+        return path.name
 
-    def resolve_warcfile(self, name: str) -> Path:
-        """The cache file a ``warcfile:`` NAME refers to; StoreError if it cannot be ours."""
-        parts = name.split(_NAME_SEP)
-        if (
-            len(parts) != 3
-            or not name.endswith(WARC_SUFFIX)
-            or not all(_SEGMENT.fullmatch(p) and p not in (".", "..") for p in parts)
-            or ".." in name
+    def resolve_warcfile(self, name: str, key: str) -> Path:
+        """The cache file that ``warcfile:`` NAME of the index line for ``key`` refers to;
+        StoreError if it cannot be that key's file."""
+        if name != url_hash(key) + WARC_SUFFIX:
+            raise StoreError(f"warcfile name {name!r} is not the cache file of {key}")
+        proto, sep, rest = key.partition("://")
+        authority = rest.split("/", 1)[0].split("?", 1)[0]
+        hostport = authority[authority.rfind("@") + 1 :]
+        if not sep or not all(
+            _SEGMENT.fullmatch(p) and p not in (".", "..") for p in (proto, hostport)
         ):
-            raise StoreError(f"warcfile name {name!r} is not a cache file name")
-        return self.root.joinpath(*parts)
+            raise StoreError(f"{key!r} is not an archive key of this cache")
+        return self.root / proto / hostport / name
+
+    def path_of(self, record: CDXJRecord) -> Path:
+        """The cache file an index line refers to (StoreError if it is not ours)."""
+        ref = record.warcfile
+        if ref is None:
+            raise StoreError(f"ref {record.ref!r} is not a warcfile: reference")
+        return self.resolve_warcfile(ref[0], record.uri)
 
     # --- writing -----------------------------------------------------------------------------
 
@@ -331,10 +342,10 @@ class Store:
             return None
         return entry if entry.request_body() == body else None
 
-    def get_at(self, ref: str) -> StoredRecord:
-        """The record a CDXJ ``ref`` points at."""
-        name, offset = parse_ref(ref)
-        return read_record_at(self.resolve_warcfile(name), offset)
+    def get_at(self, record: CDXJRecord) -> StoredRecord:
+        """The WARC record an index line points at."""
+        name, offset = parse_ref(record.ref)
+        return read_record_at(self.resolve_warcfile(name, record.uri), offset)
 
     def captures(self, key: str) -> list[CDXJRecord]:
         """Every indexed capture of an archive key, oldest first."""
@@ -425,7 +436,7 @@ class Store:
                 continue
             name, offset = ref
             try:
-                path = self.resolve_warcfile(name)
+                path = self.resolve_warcfile(name, record.uri)
                 stored = read_record_at(path, offset)
             except (StoreError, WARCFormatError, OSError) as exc:
                 problems.append(f"{where}: ref {record.ref}: {exc}")

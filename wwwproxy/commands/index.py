@@ -131,13 +131,13 @@ def host_pages(store: Store, proto: str, hostport: str) -> list[PageInfo]:
     """The pages of one host from the index: newest capture of each key, sorted by URL."""
     host, port = split_hostport(hostport)
     prefix = host_surt(host, port) + "/"
-    file_prefix = f"{proto}~{hostport}~"
+    scheme = f"{proto}://"
     newest: dict[str, CDXJRecord] = {}
     counts: dict[str, int] = {}
     files: dict[str, str] = {}
     for record in store.list_prefix(prefix):
         ref = record.warcfile
-        if ref is None or not ref[0].startswith(file_prefix):
+        if ref is None or not record.uri.startswith(scheme):
             continue  # the same host under another protocol shares the SURT key
         uri = record.uri
         counts[uri] = counts.get(uri, 0) + 1
@@ -151,7 +151,7 @@ def host_pages(store: Store, proto: str, hostport: str) -> list[PageInfo]:
         name = files[uri]
         if name not in sizes:
             try:
-                sizes[name] = store.resolve_warcfile(name).stat().st_size
+                sizes[name] = store.path_of(record).stat().st_size
             except (OSError, ValueError):
                 sizes[name] = None
         status = record.fields.get("hsc")
