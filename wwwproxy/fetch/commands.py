@@ -669,20 +669,10 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one of the three commands without the full ``wwwproxy`` parser (manual runs and
-    the tests' subprocesses: ``python -m wwwproxy.fetch.commands fetch ...``)."""
-    parser = argparse.ArgumentParser(prog="wwwproxy")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    add_fetch_parser(sub)
-    add_urldb_parser(sub)
-    add_monitor_parser(sub)
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except BrokenPipeError:
-        return 0
-    except KeyboardInterrupt:
-        return 130
+    """``python -m wwwproxy.fetch.commands fetch ...``: the same as ``wwwproxy fetch ...``."""
+    from ..cli import main as cli_main
+
+    return cli_main(argv)
 
 
 if __name__ == "__main__":
