@@ -15,6 +15,7 @@ import ipaddress
 import json
 import logging
 import re
+import socket
 import ssl
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -45,9 +46,13 @@ IMAGE = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 64
 GZIP_PLAIN = b"compressible text, " * 500
 GZIP_BODY = gzip.compress(GZIP_PLAIN, mtime=0)
 CHUNKS = [b"first chunk;", b"second chunk;", b"third and last chunk."]
+TRICKLE = [b"early part;", b"late part."]
 SLOW_CHUNK = b"s" * 16384
 SLOW_CHUNKS = 12
 SLOW_DELAY = 0.05
+# more than the socket buffers between proxy and client hold, so a client that stops reading
+# leaves the proxy's writes paused
+LARGE_BODY = bytes(range(256)) * (32 * 1024)  # 8 MiB
 ETAG = '"v1-abc"'
 LAST_MODIFIED = "Tue, 01 Oct 2024 10:00:00 GMT"
 
@@ -77,7 +82,9 @@ class Origin:
     GZIP_BODY: ClassVar[bytes] = GZIP_BODY
     GZIP_PLAIN: ClassVar[bytes] = GZIP_PLAIN
     CHUNKS: ClassVar[list[bytes]] = CHUNKS
+    TRICKLE: ClassVar[list[bytes]] = TRICKLE
     SLOW_BODY: ClassVar[bytes] = SLOW_CHUNK * SLOW_CHUNKS
+    LARGE_BODY: ClassVar[bytes] = LARGE_BODY
     ETAG: ClassVar[str] = ETAG
 
     port: int = 0
@@ -86,6 +93,8 @@ class Origin:
     runner: web.AppRunner | None = None
     release: asyncio.Event = field(default_factory=asyncio.Event)
     slow_done: asyncio.Event = field(default_factory=asyncio.Event)
+    #: /trickle and /trickle-length send their second part only once this is set
+    trickle: asyncio.Event = field(default_factory=asyncio.Event)
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -180,6 +189,37 @@ async def _slow(o: Origin, r: web.Request, body: bytes) -> web.StreamResponse:
     return resp
 
 
+async def _trickle(o: Origin, r: web.Request, body: bytes) -> web.StreamResponse:
+    """A body whose first part is sent long before the rest (a progressively rendered page,
+    server-sent events): chunked, or with a Content-Length on ``/trickle-length``."""
+    resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
+    if r.path == "/trickle-length":
+        resp.content_length = len(b"".join(TRICKLE))
+    else:
+        resp.enable_chunked_encoding()
+    await resp.prepare(r)
+    try:
+        await resp.write(TRICKLE[0])
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(o.trickle.wait(), 5)
+        await resp.write(TRICKLE[1])
+        await resp.write_eof()
+    except ConnectionError:  # the proxy hung up (tests that expect it)
+        pass
+    return resp
+
+
+async def _cdn(o: Origin, r: web.Request, body: bytes) -> web.StreamResponse:
+    """As sites behind a CDN answer: with the CDN's own cache status."""
+    return web.Response(
+        text="from the edge", content_type="text/plain", headers={"X-Cache": "Hit from cdn"}
+    )
+
+
+async def _large(o: Origin, r: web.Request, body: bytes) -> web.StreamResponse:
+    return web.Response(body=LARGE_BODY, content_type="application/octet-stream")
+
+
 async def _form(o: Origin, r: web.Request, body: bytes) -> web.StreamResponse:
     if r.method != "POST":
         return web.Response(
@@ -245,6 +285,10 @@ _ROUTES: dict[str, Callable[[Origin, web.Request, bytes], Awaitable[web.StreamRe
     "/gzip-chunked": _gzip_chunked,
     "/slow": _slow,
     "/form": _form,
+    "/large": _large,
+    "/cdn": _cdn,
+    "/trickle": _trickle,
+    "/trickle-length": _trickle,
     "/echo": _echo,
     "/etag": _etag,
     "/missing": _missing,
@@ -330,6 +374,24 @@ class Proxy:
 
     async def connect_raw(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         return await asyncio.wait_for(asyncio.open_connection("127.0.0.1", self.port), 5)
+
+    async def stalled_get(self, url: str) -> asyncio.StreamWriter:
+        """A browser that asks for ``url``, reads the head and then stops reading: with a
+        small receive buffer the proxy's writes to it soon pause (a download the user is
+        about to cancel).  The caller aborts the returned connection."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        await asyncio.wait_for(
+            asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", self.port)), 5
+        )
+        reader, writer = await asyncio.open_connection(sock=sock, limit=4096)
+        writer.write(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 200"), head
+        await asyncio.sleep(0.3)  # the proxy fills the buffers and waits for the browser
+        return writer
 
     read_response = staticmethod(lambda reader, timeout=5.0: read_response(reader, timeout))
     wait_until = staticmethod(lambda check, timeout=5.0: wait_until(check, timeout))

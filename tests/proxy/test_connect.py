@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import re
 
 import aiohttp
@@ -161,3 +163,64 @@ def test_parse_connect_target(target, expected):
 def test_parse_connect_target_refuses(target):
     with pytest.raises(ValueError):
         parse_connect_target(target)
+
+
+async def test_tunnel_ends_when_client_leaves_and_server_is_silent(make_proxy, caplog):
+    # aiohttp closes the browser's side when it sends EOF, so nothing the server might still
+    # send can reach it: the tunnel must end then, not hold both sockets for read_timeout
+    caplog.set_level(logging.INFO, logger="aiohttp.access")
+    release = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # to EOF, then keep the connection open and say nothing
+        await release.wait()
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    proxy = await make_proxy(connect_ports=(port,), read_timeout=3.0)
+    try:
+        reader, writer = await proxy.connect_raw()
+        writer.write(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 200")
+        writer.write(b"hello")
+        await writer.drain()
+        writer.close()
+
+        def logged() -> bool:
+            return any("CONNECT" in r.getMessage() for r in caplog.records)
+
+        assert await proxy.wait_until(logged, timeout=1.5)
+    finally:
+        release.set()
+        server.close()
+
+
+async def test_bytes_sent_right_after_connect_reach_the_server(make_proxy):
+    # a client may send its TLS ClientHello without waiting for the 200 (in the same packet
+    # as the CONNECT): those bytes belong to the tunnel, not to a next HTTP request
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(echo, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    proxy = await make_proxy(connect_ports=(port,))
+    reader, writer = await proxy.connect_raw()
+    try:
+        writer.write(
+            f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: x\r\n\r\n".encode() + b"\x16\x03\x01eager"
+        )
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 200")
+        assert await asyncio.wait_for(reader.readexactly(8), 3) == b"\x16\x03\x01eager"
+        writer.write(b"later")
+        assert await asyncio.wait_for(reader.readexactly(5), 3) == b"later"
+    finally:
+        writer.close()
+        server.close()

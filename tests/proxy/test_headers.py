@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wwwproxy.proxy.headers import HOP_BY_HOP, add_via, end_to_end, get_header, set_header
+from wwwproxy.proxy.headers import (
+    HOP_BY_HOP,
+    add_via,
+    end_to_end,
+    get_header,
+    set_header,
+    without_controls,
+)
 
 
 def test_end_to_end_drops_fixed_hop_by_hop_headers():
@@ -115,3 +122,12 @@ def test_end_to_end_properties(headers):
 @pytest.mark.parametrize("version", [(1, 0), (1, 1), (2, 0)])
 def test_add_via_version(version):
     assert get_header(add_via([], version, "p"), "Via") == f"{version[0]}.{version[1]} p"
+
+
+def test_without_controls_replaces_controls_but_tab():
+    headers = [("X-A", "a\x01b\x1bc\x7fd"), ("X-Tab", "a\tb"), ("X-Text", "café \udce9")]
+    assert without_controls(headers) == [
+        ("X-A", "a b c d"),
+        ("X-Tab", "a\tb"),  # HTAB is field whitespace
+        ("X-Text", "café \udce9"),  # text and escaped non-UTF-8 bytes are kept
+    ]

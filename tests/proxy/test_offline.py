@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 
 from wwwproxy.url import url_hash
@@ -105,6 +106,58 @@ async def test_head_offline_served_from_get_capture(proxy, origin):
     assert replay.status == 200
     assert replay.body == b""
     assert replay.header("Content-Length") == live.header("Content-Length")
+
+
+async def test_replay_to_browser_that_goes_away_is_no_crash(proxy, origin, caplog):
+    # the browser stops reading a large cached copy and then leaves: the proxy is waiting
+    # for it to drain, which aiohttp reports as a plain ConnectionError
+    url = origin.url("/large")
+    await proxy.get(url)
+    await proxy.recorded(url)
+    await proxy.control(mode="offline")
+    writer = await proxy.stalled_get(url)
+    caplog.clear()
+    writer.transport.abort()
+    await asyncio.sleep(0.3)
+    assert not [r for r in caplog.records if r.exc_info], caplog.text
+    assert (await proxy.get(url)).body == origin.LARGE_BODY
+
+
+async def test_browser_gone_before_the_cached_answer_starts_is_no_crash(proxy, origin, caplog):
+    # the browser cancels (a click elsewhere) while the proxy looks the copy up
+    url = origin.url("/large")
+    await proxy.get(url)
+    await proxy.recorded(url)
+    await proxy.control(mode="offline")
+    caplog.clear()
+    for _ in range(3):
+        reader, writer = await proxy.connect_raw()
+        writer.write(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        await writer.drain()
+        writer.transport.abort()
+    await asyncio.sleep(0.5)
+    assert not [r for r in caplog.records if r.exc_info], caplog.text
+    assert (await proxy.get(url)).header("X-Cache") == "HIT"
+
+
+async def test_x_cache_is_ours_alone_when_the_origin_sends_one(proxy, origin, caplog):
+    # a CDN's "X-Cache: Hit" must not pass for ours (curl | grep X-Cache, the access log)
+    caplog.set_level(logging.INFO, logger="aiohttp.access")
+    url = origin.url("/cdn")
+    live = await proxy.get(url)
+    assert live.all("X-Cache") == ["MISS"]
+    records = await proxy.recorded(url)
+    assert ("X-Cache", "Hit from cdn") in records[1].http_headers  # the archive keeps it
+    await proxy.control(mode="offline")
+    replay = await proxy.get(url)
+    assert replay.all("X-Cache") == ["HIT"]
+
+    def logged() -> list[str]:  # aiohttp logs a request just after the browser has it all
+        lines = [r.getMessage() for r in caplog.records if f'"GET {url}"' in r.getMessage()]
+        return [line.rsplit(" ", 1)[1] for line in lines]
+
+    await proxy.wait_until(lambda: len(logged()) >= 2)
+    assert logged() == ["MISS", "HIT"]
 
 
 async def test_post_form_replayed_only_for_same_body(proxy, origin):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import gzip
 import json
 import re
 import socket
 
+import aiohttp
 import pytest
 
 from wwwproxy.url import canonicalize
@@ -299,6 +301,16 @@ async def test_client_disconnect_still_records_whole_body(proxy, origin):
     assert records[1].payload == origin.SLOW_BODY
 
 
+async def test_client_disconnect_while_writes_wait_still_records_whole_body(proxy, origin):
+    # A browser cancelling a download has usually stopped reading first: the proxy is waiting
+    # for it to drain when it goes, which aiohttp reports as a plain ConnectionError.
+    url = origin.url("/large")
+    writer = await proxy.stalled_get(url)
+    writer.transport.abort()
+    records = await proxy.recorded(url)
+    assert records[1].payload == origin.LARGE_BODY
+
+
 async def test_client_disconnect_abandons_download_when_configured(make_proxy, origin):
     proxy = await make_proxy(finish_on_disconnect=False)
     url = origin.url("/slow")
@@ -392,6 +404,56 @@ async def test_utf8_header_values_pass_byte_for_byte(proxy, raw_origin):
     replay = await proxy.raw(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
     assert b'filename="caf\xc3\xa9.txt"' in replay
     assert b"X-Cache: HIT" in replay
+
+
+async def test_control_characters_in_upstream_headers_become_spaces(proxy, raw_origin):
+    # aiohttp's client lets them through, its server refuses to send them (a 500 before)
+    upstream = await raw_origin(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Ctl: a\x01b\x1bc\x7fd\r\n\r\nok"
+    )
+    url = upstream.url("/ctl")
+    live = await proxy.get(url)
+    assert (live.status, live.body) == (200, b"ok")
+    assert live.header("X-Ctl") == "a b c d"
+    assert ("X-Ctl", "a b c d") in (await proxy.recorded(url))[1].http_headers
+    await proxy.control(mode="offline")
+    replay = await proxy.get(url)
+    assert (replay.header("X-Cache"), replay.header("X-Ctl")) == ("HIT", "a b c d")
+
+
+async def test_switching_protocols_from_origin_is_502(proxy, raw_origin):
+    # Upgrade is hop-by-hop and never forwarded: a 101 would leave the browser hanging
+    upstream = await raw_origin(
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+        close=False,
+    )
+    url = upstream.url("/ws")
+    raw = await proxy.raw(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode(), timeout=3)
+    assert raw.startswith(b"HTTP/1.1 502 "), raw[:100]
+    assert b"switched protocols" in raw
+    assert proxy.records(url) == []
+
+
+async def test_browser_authorization_wins_over_url_credentials(proxy, origin):
+    url = origin.url("/echo").replace("http://", "http://user:pw@")
+    raw = await proxy.raw(
+        f"GET {url} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok\r\n\r\n".encode()
+    )
+    assert raw.startswith(b"HTTP/1.1 200 "), raw[:200]
+    assert origin.last("/echo").header("Authorization") == "Bearer tok"
+    # without a header of its own, the URL's credentials are sent as Basic
+    raw = await proxy.raw(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert raw.startswith(b"HTTP/1.1 200 "), raw[:200]
+    assert origin.last("/echo").header("Authorization") == "Basic dXNlcjpwdw=="
+
+
+async def test_non_latin1_url_credentials_are_sent_as_utf8(proxy, origin):
+    # aiohttp.BasicAuth encodes Latin-1 only: a euro sign in the user name was a 500
+    url = origin.url("/echo").replace("http://", "http://%E2%82%AC:x@")
+    raw = await proxy.raw(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert raw.startswith(b"HTTP/1.1 200 "), raw[:200]
+    sent = origin.last("/echo").header("Authorization") or ""
+    assert base64.b64decode(sent.removeprefix("Basic ")) == "€:x".encode()
 
 
 async def test_no_content_type_or_server_added(proxy, raw_origin):
@@ -497,6 +559,53 @@ async def test_online_post_always_reaches_origin_unconditionally(make_proxy, ori
         assert origin.hits["/etag"] == n
         assert origin.last("/etag").header("If-None-Match") is None
         await proxy.recorded(url, 2 * n, method="POST", body=b"a=1")
+
+
+@pytest.mark.parametrize("path", ["/trickle", "/trickle-length"])
+async def test_body_parts_reach_the_browser_as_they_arrive(proxy, origin, path):
+    """What the origin has sent is passed on at once, not held until more comes: a page that
+    renders progressively, or server-sent events, must not lag one part behind."""
+    url = origin.url(path)
+    reader, writer = await proxy.connect_raw()
+    try:
+        writer.write(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 200")
+        early = b""
+        with contextlib.suppress(TimeoutError):
+            while origin.TRICKLE[0] not in early:
+                early += await asyncio.wait_for(reader.read(4096), 1.0)
+        assert origin.TRICKLE[0] in early, early  # while the origin still holds the rest
+        origin.trickle.set()
+        records = await proxy.recorded(url)
+        assert records[1].payload == b"".join(origin.TRICKLE)
+    finally:
+        writer.close()
+
+
+async def test_long_responses_do_not_block_other_requests_to_the_host(proxy, origin):
+    """Downloads, server-sent events and long polls from several tabs (or downloads finishing
+    after their browser left) must not hold up every other request to that host."""
+    url = origin.url("/trickle")
+    streams = []
+    try:
+        for _ in range(12):
+            reader, writer = await proxy.connect_raw()
+            streams.append(writer)
+            writer.write(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            await writer.drain()
+            # (well within read_timeout, which would free a waiting connection slot)
+            assert (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 1)).startswith(
+                b"HTTP/1.1 200"
+            )
+        async with proxy.session(timeout=aiohttp.ClientTimeout(total=1)) as s:
+            reply = await proxy.request(s, "GET", origin.url("/page.html"))
+        assert reply.body == origin.HTML
+    finally:
+        origin.trickle.set()
+        for writer in streams:
+            writer.close()
 
 
 @pytest.mark.parametrize("path", ["/page.html", "/chunked", "/image.png", "/missing"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 __all__ = [
@@ -11,6 +12,7 @@ __all__ = [
     "end_to_end",
     "get_header",
     "set_header",
+    "without_controls",
 ]
 
 Headers = list[tuple[str, str]]
@@ -74,3 +76,13 @@ def add_via(headers: Headers, version: tuple[int, int], pseudonym: str) -> Heade
     previous = [v for n, v in headers if n.lower() == "via"]
     value = ", ".join([*previous, hop])
     return set_header(headers, "Via", value)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def without_controls(headers: Iterable[tuple[str, str]]) -> Headers:
+    """Values with every control character but HTAB replaced by SP.  An origin may send them
+    (aiohttp's client parser lets them through); aiohttp will not write them to the browser nor
+    the archive store them, and RFC 9110 §5.5 allows the replacement for CR, LF and NUL."""
+    return [(n, _CONTROL.sub(" ", v)) for n, v in headers]

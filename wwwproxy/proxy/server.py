@@ -28,7 +28,14 @@ from ..config import Config
 from ..url import URL, InvalidURL, canonicalize
 from ..url.canonical import DEFAULT_PORTS
 from ..url.requestkey import request_key
-from .headers import HOP_BY_HOP, add_via, end_to_end, get_header, set_header
+from .headers import (
+    HOP_BY_HOP,
+    add_via,
+    end_to_end,
+    get_header,
+    set_header,
+    without_controls,
+)
 from .modes import (
     Action,
     CacheState,
@@ -153,7 +160,10 @@ class ProxyServer:
     async def start_session(self) -> None:
         if self.session is None:
             timeouts = UpstreamTimeouts(self.config.connect_timeout, self.config.read_timeout)
-            self.session = new_session(timeouts)
+            # No bound of our own: each upstream connection serves one browser request, and
+            # the browsers bound those per host.  A bound here would make every request to a
+            # host wait behind its long downloads, event streams and long polls.
+            self.session = new_session(timeouts, limit_per_host=0, limit=0)
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run background work (a refresh job ...) that :meth:`close` cancels at shutdown."""
@@ -434,15 +444,19 @@ class ProxyServer:
             headers.append(("Content-Length", str(cached.payload_length)))
         age = age_seconds(cached.date, now, get_header(cached.headers, "Age"))
         headers.append(("Age", str(age)))
-        headers.append(("X-Cache", "HIT"))
+        # ours alone: an X-Cache the origin's CDN sent stays in the archive, not in the answer
+        headers = set_header(headers, "X-Cache", "HIT")
         if stale is not None:
             headers.append(("Warning", f'111 {PSEUDONYM} "Revalidation Failed"'))
-            headers.append(("X-Cache-Stale", stale))
+            headers = set_header(headers, "X-Cache-Stale", stale)
         headers = add_via(headers, (1, 1), PSEUDONYM)
         response = _Forwarded(status=cached.status, reason=cached.reason)
         for name, value in _sendable(headers):
             response.headers.add(name, value)
-        await response.prepare(request)
+        try:
+            await response.prepare(request)
+        except ConnectionError:
+            return response  # the browser left while the copy was looked up
         if request.method != "HEAD":
             stream = await asyncio.to_thread(cached.open_body)
             try:
@@ -451,11 +465,11 @@ class ProxyServer:
                     if not chunk:
                         break
                     await response.write(chunk)
-            except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+            except ConnectionError:
                 pass
             finally:
                 stream.close()
-        with contextlib.suppress(ConnectionResetError, aiohttp.ClientConnectionResetError):
+        with contextlib.suppress(ConnectionError):
             await response.write_eof()
         return response
 
@@ -518,7 +532,7 @@ class ProxyServer:
         )
         headers = end_to_end(raw_headers)
         headers = add_via(headers, upstream.version[:2] if upstream.version else (1, 1), PSEUDONYM)
-        headers.append(("X-Cache", "MISS"))
+        headers = set_header(headers, "X-Cache", "MISS")  # ours alone (see serve_cached)
         response = _Forwarded(status=upstream.status, reason=upstream.reason)
         for name, value in _sendable(headers):
             response.headers.add(name, value)
@@ -528,21 +542,27 @@ class ProxyServer:
         client_ok = True
         try:
             await response.prepare(request)
-        except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+        except ConnectionError:
             client_ok = False
-        # The last chunk is held back until the exchange is recorded: whatever the browser
-        # has received in full is in the archive (switching offline right after a page has
-        # loaded finds it there).
+        # Every part goes to the browser as it arrives (a page that renders progressively,
+        # server-sent events), but what completes the body in the browser's eyes is held back
+        # until the exchange is recorded: the last byte of a Content-Length body, else the end
+        # of the chunked body or the connection's close.  So whatever the browser has received
+        # in full is in the archive (switching offline right after a page has loaded finds it).
+        expected = _content_length(raw_headers)
+        received = 0
         complete = False
         held = b""
         try:
             async for chunk in upstream.content.iter_chunked(CHUNK):
                 recorder.write(chunk)
-                if client_ok and held:
-                    client_ok = await _send(response, held)
+                received += len(chunk)
+                if expected is not None and received >= expected:
+                    chunk, held = chunk[:-1], held + chunk[-1:]
+                if client_ok and chunk:
+                    client_ok = await _send(response, chunk)
                     if not client_ok and not self.config.finish_on_disconnect:
                         break
-                held = chunk
             else:
                 complete = True
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
@@ -571,7 +591,7 @@ class ProxyServer:
                 request.transport.close()
             return response
         if client_ok:
-            with contextlib.suppress(ConnectionResetError, aiohttp.ClientConnectionResetError):
+            with contextlib.suppress(ConnectionError):
                 await response.write_eof()
         return response
 
@@ -587,7 +607,7 @@ class ProxyServer:
     ) -> web.StreamResponse:
         """304 to our revalidation: serve the cached copy and record it again as a revisit."""
         updated = list(cached.headers)
-        for name, value in upstream.headers.items():
+        for name, value in without_controls(upstream.headers.items()):
             if name.lower() in ("date", "etag", "expires", "cache-control", "last-modified"):
                 updated = set_header(updated, name, value)
 
@@ -626,10 +646,11 @@ class _Forwarded(web.StreamResponse):
 
 def _decode_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
     """Header bytes as text the archive turns back into the same bytes (UTF-8 with
-    surrogateescape, as aiohttp decodes request headers and the WARC layer encodes them)."""
-    return [
+    surrogateescape, as aiohttp decodes request headers and the WARC layer encodes them),
+    but for control characters, which neither the browser nor the archive is sent."""
+    return without_controls(
         (n.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape")) for n, v in raw
-    ]
+    )
 
 
 def _sendable(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -647,12 +668,22 @@ def _sendable(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 async def _send(response: web.StreamResponse, chunk: bytes) -> bool:
-    """Write to the browser; False once it has gone."""
+    """Write to the browser; False once it has gone.  (A write waiting for a slow browser
+    that then leaves fails with a plain ConnectionError, not ConnectionResetError.)"""
     try:
         await response.write(chunk)
-    except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+    except ConnectionError:
         return False
     return True
+
+
+def _content_length(headers: Iterable[tuple[str, str]]) -> int | None:
+    """The Content-Length the origin announced (aiohttp has refused the response if it is
+    malformed or repeated with different values), or None for a chunked or
+    close-delimited body."""
+    value = get_header(headers, "Content-Length")
+    value = value.strip() if value is not None else None
+    return int(value) if value and value.isascii() and value.isdigit() else None
 
 
 def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

@@ -135,8 +135,11 @@ async def tunnel(request: web.Request, server: ProxyServer) -> web.StreamRespons
     closing = asyncio.ensure_future(server.closing.wait())
     try:
         done, _ = await asyncio.wait({up, down, closing}, return_when=asyncio.FIRST_COMPLETED)
-        if up in done and down not in done:
-            # the browser is done sending; let the server finish its answer, within bounds
+        client_gone = request.transport is None or request.transport.is_closing()
+        if up in done and down not in done and not client_gone:
+            # the browser is done sending; let the server finish its answer, within bounds.
+            # (aiohttp closes the browser's side on its EOF, so usually it is gone already:
+            # then nothing the server sends could reach it, and the tunnel ends now.)
             await asyncio.wait({down, closing}, timeout=server.config.read_timeout)
     finally:
         for task in (up, down, closing):

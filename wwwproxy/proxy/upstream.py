@@ -7,15 +7,24 @@ bytes the browser received, with their Content-Encoding, so a replay is byte-ide
 from __future__ import annotations
 
 import asyncio
+import base64
 import socket
 from dataclasses import dataclass
+from urllib.parse import unquote_to_bytes
 
 import aiohttp
 from yarl import URL as YURL
 
 from ..url import URL
 
-__all__ = ["UpstreamError", "UpstreamTimeouts", "new_session", "open_upstream", "upstream_url"]
+__all__ = [
+    "UpstreamError",
+    "UpstreamTimeouts",
+    "basic_authorization",
+    "new_session",
+    "open_upstream",
+    "upstream_url",
+]
 
 
 class UpstreamError(Exception):
@@ -38,14 +47,20 @@ def new_session(
     timeouts: UpstreamTimeouts,
     limit_per_host: int = 8,
     resolver: aiohttp.abc.AbstractResolver | None = None,
+    *,
+    limit: int = 256,
 ) -> aiohttp.ClientSession:
     """One shared client session: keep-alive to origins, no cookies, no decompression.
-    ``resolver`` replaces DNS (tests send names such as ``example.com`` to local servers)."""
+    ``resolver`` replaces DNS (tests send names such as ``example.com`` to local servers).
+    ``limit_per_host`` and ``limit`` bound the open connections (0: no bound); a request over
+    the bound waits, without a time limit, for a response to finish."""
     if resolver is None:
-        connector = aiohttp.TCPConnector(limit=256, limit_per_host=limit_per_host, ttl_dns_cache=60)
+        connector = aiohttp.TCPConnector(
+            limit=limit, limit_per_host=limit_per_host, ttl_dns_cache=60
+        )
     else:
         connector = aiohttp.TCPConnector(
-            limit=256, limit_per_host=limit_per_host, resolver=resolver, use_dns_cache=False
+            limit=limit, limit_per_host=limit_per_host, resolver=resolver, use_dns_cache=False
         )
     return aiohttp.ClientSession(
         connector=connector,
@@ -64,12 +79,13 @@ def upstream_url(url: URL) -> YURL:
     return YURL(url.canonical, encoded=True)
 
 
-def _basic_auth(url: URL) -> aiohttp.BasicAuth | None:
+def basic_authorization(url: URL) -> str | None:
+    """The ``Authorization`` value for credentials in the URL (RFC 7617), from the bytes the
+    URL holds, as browsers send them (UTF-8 for non-ASCII text); None without credentials."""
     if url.user is None:
         return None
-    from urllib.parse import unquote
-
-    return aiohttp.BasicAuth(unquote(url.user), unquote(url.password or ""))
+    credentials = unquote_to_bytes(url.user) + b":" + unquote_to_bytes(url.password or "")
+    return "Basic " + base64.b64encode(credentials).decode("ascii")
 
 
 def describe_error(exc: BaseException) -> tuple[str, int]:
@@ -109,16 +125,27 @@ async def open_upstream(
 
     Raises :class:`UpstreamError` with a readable reason for any failure to connect or answer.
     """
+    # The browser's own Authorization wins over credentials in the URL.
+    authorization = basic_authorization(url)
+    if authorization is not None and not any(n.lower() == "authorization" for n, _ in headers):
+        headers = [*headers, ("Authorization", authorization)]
     try:
-        return await session.request(
+        response = await session.request(
             method,
             upstream_url(url),
             headers=headers,
             data=body if body else None,
             allow_redirects=False,
-            auth=_basic_auth(url),
             ssl=None,
         )
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         reason, status = describe_error(exc)
         raise UpstreamError(url.canonical, reason, status) from exc
+    if response.status == 101:
+        # The Upgrade header is hop-by-hop and was not forwarded, so this is the server's
+        # error; relayed, it would leave the browser waiting on a connection nobody speaks on.
+        response.close()
+        raise UpstreamError(
+            url.canonical, "the server switched protocols, which the proxy does not relay"
+        )
+    return response
