@@ -14,6 +14,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
+from aiohttp.http_exceptions import HttpProcessingError
 
 from ..archive.search import SearchIndex
 from ..archive.store import Store
@@ -50,6 +51,30 @@ class AccessLogger(AbstractAccessLogger):
 SHUTDOWN_TIMEOUT = 30.0
 
 
+class BadRequestFilter(logging.Filter):
+    """A malformed request is the client's problem: one INFO line saying who sent what, not an
+    ERROR with a traceback (a port scan would otherwise flood the journal)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            peer = "-"
+            if isinstance(record.args, tuple) and record.args:
+                peer = str(record.args[0])
+            reason = " ".join(str(exc.message).split())[:200]
+            record.msg, record.args = "bad request from %s: %s", (peer, reason)
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def quiet_bad_requests() -> None:
+    server_log = logging.getLogger("aiohttp.server")
+    if not any(isinstance(f, BadRequestFilter) for f in server_log.filters):
+        server_log.addFilter(BadRequestFilter())
+
+
 @dataclasses.dataclass
 class Running:
     server: ProxyServer
@@ -63,6 +88,7 @@ class Running:
 
 async def start(config: Config, *, mode: Mode | None = None) -> Running:
     """Start the proxy on ``config.listen`` (port 0: any free port) and return at once."""
+    quiet_bad_requests()
     store = Store(config.cache)
     SearchIndex.for_store(store)  # full-text search follows every recording
     server = ProxyServer(config, store, mode=mode, commands=handle_command)
