@@ -418,3 +418,24 @@ def test_rebuild_and_check_survive_entries_that_are_not_readable_files(tmp_path:
     assert problems and all(str(sealed) in p and "cannot read" in p for p in problems)
     assert [c.uri for c in store.captures(key)] == [key]  # lookups still answer, and say why
     assert any(str(sealed) in p and "cannot read" in p for p in store.index.problems)
+
+
+def test_compressed_payloads_are_stored_not_deflated_again(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    body = b"a" * 200_000  # compressible, but labelled as compressed already
+    url, key, _ = put(store, "http://example.com/g", body, headers=[("Content-Encoding", "gzip")])
+    assert store.path_for(url, key).stat().st_size > len(body)  # stored as is (level 0)
+    url2, key2, _ = put(
+        store, "http://example.com/p", body, headers=[("Content-Type", "image/png")]
+    )
+    assert store.path_for(url2, key2).stat().st_size > len(body)
+    url3, key3, _ = put(
+        store, "http://example.com/t", body, headers=[("Content-Type", "text/html")]
+    )
+    assert store.path_for(url3, key3).stat().st_size < len(body) // 10  # deflated
+    for u, k in ((url, key), (url2, key2), (url3, key3)):
+        entry = store.get(u, k)
+        assert entry is not None
+        with entry.open_body() as f:
+            assert f.read() == body
+        assert warcio_check(store.path_for(u, k)).returncode == 0

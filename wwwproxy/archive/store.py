@@ -28,6 +28,7 @@ from typing import BinaryIO
 from ..url import URL, cache_name, surt, url_hash
 from .cdxj import CDXJError, CDXJRecord, Index, make_ref, parse_ref
 from .warc import (
+    COMPRESS_LEVEL,
     CachedResponse,
     HTTPRequest,
     HTTPResponse,
@@ -52,6 +53,37 @@ _SPOOL_MEMORY = 1024 * 1024  # response bodies above this spool to a file in <ro
 _SEGMENT = re.compile(r"[A-Za-z0-9+.\-_:\[\]]+")
 _INDEXED_TYPES = ("response", "revisit")
 _HEADER_VALUE_LIMIT = 1024
+
+
+_COMPRESSED_TYPES = (
+    "image/",
+    "video/",
+    "audio/",
+    "font/woff",
+    "application/zip",
+    "application/gzip",
+    "application/x-gzip",
+    "application/x-xz",
+    "application/x-bzip2",
+    "application/zstd",
+    "application/x-7z-compressed",
+)
+
+
+def _compress_level(response: HTTPResponse) -> int:
+    """gzip level for the exchange's members: 0 (stored) when the payload is compressed
+    already, where deflating again costs seconds per 100 MB and saves nothing."""
+    encoding = mime = ""
+    for name, value in response.headers:
+        lname = (name.decode("latin-1") if isinstance(name, bytes) else name).lower()
+        text = value.decode("latin-1") if isinstance(value, bytes) else value
+        if lname == "content-encoding":
+            encoding = text.strip().lower()
+        elif lname == "content-type":
+            mime = text.strip().lower()
+    if encoding not in ("", "identity") or mime.startswith(_COMPRESSED_TYPES):
+        return 0
+    return COMPRESS_LEVEL
 
 
 class StoreError(Exception):
@@ -273,7 +305,7 @@ class Store:
             date=date or datetime.now(UTC),
             previous=newest.previous() if newest is not None else None,
         )
-        locations = append_exchange(path, records)
+        locations = append_exchange(path, records, compress_level=_compress_level(response))
         name = self.warcfile_name(path)
         lines = [
             self._index_line(key, rec.info, name, loc.offset, loc.length)
