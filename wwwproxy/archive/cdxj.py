@@ -870,7 +870,7 @@ def _cut_torn_tail(fd: int, size: int, source: str) -> int:
 
 
 def append_journal(path: StrPath, records: Iterable[CDXJRecord]) -> None:
-    """Append records durably (one write, then fsync) under an exclusive ``flock``.
+    """Append records durably: one write under an exclusive ``flock``, then fsync.
 
     A new journal starts with the format header; a torn last line left by a killed writer is
     cut off first so that it cannot swallow the new records.
@@ -888,6 +888,9 @@ def append_journal(path: StrPath, records: Iterable[CDXJRecord]) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
+        # the lines are whole in the file now; make them durable outside the lock, so that
+        # concurrent appends never queue behind each other's fsync
+        fcntl.flock(fd, fcntl.LOCK_UN)
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -9,6 +9,7 @@ import logging
 import signal
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ class AccessLogger(AbstractAccessLogger):
 
 
 SHUTDOWN_TIMEOUT = 30.0
+IO_THREADS = 32
 
 
 class BadRequestFilter(logging.Filter):
@@ -89,6 +91,11 @@ class Running:
 async def start(config: Config, *, mode: Mode | None = None) -> Running:
     """Start the proxy on ``config.listen`` (port 0: any free port) and return at once."""
     quiet_bad_requests()
+    # recording waits mostly on fsync: more threads than asyncio's default (cores + 4) keep
+    # one slow disk flush from holding up every other response
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="wwwproxy-io")
+    )
     store = Store(config.cache)
     SearchIndex.for_store(store)  # full-text search follows every recording
     server = ProxyServer(config, store, mode=mode, commands=handle_command)
