@@ -22,7 +22,7 @@ import aiohttp
 from aiohttp import web
 
 from ..archive.outgoing import OutgoingQueue, QueuedRequest
-from ..archive.store import CachedEntry, Store, StoreError
+from ..archive.store import CachedEntry, Recorder, Store, StoreError
 from ..archive.warc import ORIG_HEADER_PREFIX, WARCWriteError
 from ..config import Config
 from ..url import URL, InvalidURL, canonicalize
@@ -354,13 +354,7 @@ class ProxyServer:
                 recorder.abort()
                 reason, status = describe_error(exc)
                 raise UpstreamError(url.canonical, reason, status) from exc
-            await asyncio.to_thread(
-                recorder.finish,
-                upstream.status,
-                upstream.reason or "",
-                raw_headers,
-                _http_version(upstream),
-            )
+            await _finish_record(recorder, upstream, raw_headers)
             return upstream.status
         finally:
             upstream.release()
@@ -570,14 +564,7 @@ class ProxyServer:
             log.warning("upstream body of %s failed: %s", url.canonical, reason)
         if complete:
             try:
-                # in a thread, so a large body's digest + gzip never stalls the loop
-                await asyncio.to_thread(
-                    recorder.finish,
-                    upstream.status,
-                    upstream.reason or "",
-                    raw_headers,
-                    _http_version(upstream),
-                )
+                await _finish_record(recorder, upstream, raw_headers)
             except (StoreError, WARCWriteError, ValueError, OSError) as exc:
                 # the browser still gets its answer; the archive problem is the log's
                 log.error("%s was not recorded: %s", url.canonical, exc)
@@ -744,6 +731,19 @@ def _request_record_headers(
 
 def http_date(dt: datetime) -> str:
     return format_datetime(dt.astimezone(UTC), usegmt=True)
+
+
+async def _finish_record(
+    recorder: Recorder, upstream: aiohttp.ClientResponse, raw_headers: list[tuple[str, str]]
+) -> None:
+    """Write the exchange in a thread, so a large body's digest + gzip never stalls the loop."""
+    await asyncio.to_thread(
+        recorder.finish,
+        upstream.status,
+        upstream.reason or "",
+        raw_headers,
+        _http_version(upstream),
+    )
 
 
 def _http_version(upstream: aiohttp.ClientResponse) -> str:
