@@ -209,6 +209,8 @@ async def serve(
             log.info("index compacted: %s records", count)
     except Exception:  # noqa: BLE001 (the journal is still valid; the next start merges it)
         log.exception("index compaction at exit failed")
+    # index what is still queued for search and close the database cleanly (no -wal left)
+    await asyncio.to_thread(SearchIndex.for_store(running.server.store).close)
     log.info("stopped")
     return 0
 
