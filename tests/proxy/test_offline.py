@@ -338,3 +338,26 @@ async def test_unreadable_queue_file_is_reported_not_fatal(make_proxy, origin):
     assert "Fetched 1" in status["message"] and "1 failed" in status["message"]
     assert [p.name for p in proxy.outgoing()] == ["broken.json"]
     assert origin.hits["/page.html"] == 1
+
+
+async def test_replay_is_exact_around_read_chunk_sizes(proxy):
+    """Bodies of every size around the server's read chunk replay byte for byte."""
+    from wwwproxy.proxy.modes import Mode
+    from wwwproxy.proxy.server import CHUNK
+    from wwwproxy.url import canonicalize
+
+    await proxy.control(mode="offline")
+    assert proxy.running.server.state.mode is Mode.OFFLINE
+    sizes = [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK, 3 * CHUNK + 5]
+    for size in sizes:
+        body = bytes((i * 7 + size) % 256 for i in range(size))
+        url = canonicalize(f"http://chunks.example/{size}")
+        rec = proxy.store.recorder(
+            url, url.file, method="GET", request_headers=[], request_body=b""
+        )
+        rec.write(body)
+        rec.finish(200, "OK", [("Content-Type", "application/octet-stream")])
+        replay = await proxy.get(url.canonical)
+        assert replay.status == 200 and replay.header("X-Cache") == "HIT", size
+        assert replay.body == body, size
+        assert replay.header("Content-Length") == str(size), size

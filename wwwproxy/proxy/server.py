@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime
-from typing import Any
+from typing import Any, BinaryIO
 
 import aiohttp
 from aiohttp import web
@@ -452,17 +452,19 @@ class ProxyServer:
         except ConnectionError:
             return response  # the browser left while the copy was looked up
         if request.method != "HEAD":
-            stream = await asyncio.to_thread(cached.open_body)
+            # one thread hop opens the copy and reads its start: for most pages, all of it
+            stream, chunk = await asyncio.to_thread(_open_and_read, cached)
             try:
-                while True:
-                    chunk = await asyncio.to_thread(stream.read, CHUNK)
-                    if not chunk:
-                        break
+                while chunk:
                     await response.write(chunk)
+                    if stream is None:
+                        break
+                    chunk = await asyncio.to_thread(stream.read, CHUNK)
             except ConnectionError:
                 pass
             finally:
-                stream.close()
+                if stream is not None:
+                    stream.close()
         with contextlib.suppress(ConnectionError):
             await response.write_eof()
         return response
@@ -731,6 +733,22 @@ def _request_record_headers(
 
 def http_date(dt: datetime) -> str:
     return format_datetime(dt.astimezone(UTC), usegmt=True)
+
+
+def _open_and_read(cached: CachedEntry) -> tuple[BinaryIO | None, bytes]:
+    """The stored body's first chunk, and the open stream if there is more (else None)."""
+    stream = cached.open_body()
+    try:
+        first = stream.read(CHUNK)
+        if len(first) < CHUNK and not (more := stream.read(CHUNK)):
+            stream.close()
+            return None, first
+    except BaseException:
+        stream.close()
+        raise
+    if len(first) < CHUNK:
+        first += more
+    return stream, first
 
 
 async def _finish_record(
