@@ -201,6 +201,11 @@ def fmt_time(when: datetime | None, *, seconds: bool = True) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _tab_title(title: str) -> str:
+    """``Title - wwwproxy`` in the browser tab; the welcome page is plain ``wwwproxy``."""
+    return title if title == "wwwproxy" else f"{title} - wwwproxy"
+
+
 def layout(title: str, body: str, *, mode: str, active: str = "", query: str = "") -> str:
     """A whole page: navigation (with the mode and a search box), the title, ``body`` (HTML
     escaped by the caller)."""
@@ -212,7 +217,7 @@ def layout(title: str, body: str, *, mode: str, active: str = "", query: str = "
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)} - wwwproxy</title><style>{_STYLE}</style></head><body>"
+        f"<title>{esc(_tab_title(title))}</title><style>{_STYLE}</style></head><body>"
         '<header><div class="bar"><a class="brand" href="/">wwwproxy</a>'
         f'<span class="badge {esc(mode)}" title="mode">{esc(mode)}</span>'
         f"<nav>{nav}</nav>"
