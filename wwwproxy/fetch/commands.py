@@ -146,24 +146,22 @@ def _err(command: str, message: object) -> None:
     print(f"wwwproxy {command}: {message}", file=sys.stderr)
 
 
-def _positive_int(text: str) -> int:
+def _whole_number(text: str, low: int, limit: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"{text} must be {limit}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    return _whole_number(text, 1, "at least 1")
 
 
 def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must be 0 or more")
-    return value
+    return _whole_number(text, 0, "0 or more")
 
 
 def _seconds(text: str) -> float:
