@@ -71,7 +71,7 @@ from ..archive.outgoing import QueuedRequest
 from ..archive.search import SearchIndex
 from ..archive.store import CachedEntry, Store
 from ..config import Config
-from ..proxy.headers import get_header
+from ..http.headers import get_header
 from ..proxy.modes import age_seconds, max_age_for
 from ..proxy.server import ProxyServer
 from ..proxy.upstream import UpstreamError, UpstreamTimeouts, new_session

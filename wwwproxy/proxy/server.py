@@ -28,7 +28,7 @@ from ..config import Config
 from ..url import URL, InvalidURL, canonicalize
 from ..url.canonical import DEFAULT_PORTS
 from ..url.requestkey import request_key
-from .headers import (
+from ..http.headers import (
     HOP_BY_HOP,
     add_via,
     end_to_end,

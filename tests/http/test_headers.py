@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wwwproxy.proxy.headers import (
+from wwwproxy.http.headers import (
     HOP_BY_HOP,
     add_via,
     end_to_end,
