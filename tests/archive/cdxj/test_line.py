@@ -1,0 +1,240 @@
+"""Tests for wwwproxy.archive.cdxj.line: record lines, timestamps, refs, validation, headers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from wwwproxy.archive.cdxj import (
+    CDXJError,
+    CDXJRecord,
+    append_journal,
+    format_timestamp,
+    iter_records,
+    make_ref,
+    normalize_timestamp,
+    parse_header,
+    parse_ref,
+    read_journal,
+)
+
+from .conftest import GOOD_JSON, SHA, TS, _with_json, rec
+
+# --------------------------------------------------------------------------------------------
+# Record lines
+
+
+def test_line_round_trip_with_every_defined_key() -> None:
+    record = CDXJRecord.build(
+        "(com,example,www,)/a/b?x=1",
+        "2026-11-22T05:04:30.5Z",
+        "revisit",
+        uri="http://www.example.com/a/B?x=1",
+        ref=make_ref("8XdxEfXQ8cgf+gTedREo+g.warc.gz", 1234),
+        sha=SHA,
+        dig="sha256:ABCD",
+        hsc=200,
+        mct="text/html; charset=utf-8",
+        rid="<urn:uuid:1>",
+        cle=10,
+        ple=5,
+        rle=99,
+        rct="<urn:uuid:2>",
+        rou="http://www.example.com/a/B?x=1",
+        rod="2025-01-01T00:00:00Z",
+        roi="<urn:uuid:0>",
+        customkey={"nested": [1, "two"]},
+    )
+    line = record.to_line()
+    assert line.endswith("\n") and line.count("\n") == 1
+    assert line.startswith("(com,example,www,)/a/b?x=1 2026-11-22T05:04:30.500000Z revisit {")
+    assert CDXJRecord.parse_line(line) == record
+    assert CDXJRecord.parse_line(line.encode()) == record
+    assert CDXJRecord.parse_line(line).to_line() == line
+    assert record.warcfile == ("8XdxEfXQ8cgf+gTedREo+g.warc.gz", 1234)
+    assert record.as_datetime() == datetime(2026, 11, 22, 5, 4, 30, 500000, tzinfo=UTC)
+
+
+def test_line_is_the_same_whatever_the_field_order() -> None:
+    a = CDXJRecord("k", TS, "response", {"zz": 1, "ref": "r", "aa": 2, "uri": "u", "hsc": 200})
+    b = CDXJRecord("k", TS, "response", {"hsc": 200, "aa": 2, "uri": "u", "zz": 1, "ref": "r"})
+    assert a == b and hash(a) == hash(b)
+    assert a.to_line() == b.to_line()
+    # defined keys first in the spec's order, then the extra keys sorted
+    assert a.to_line().split(" ", 3)[3] == '{"uri":"u","hsc":200,"ref":"r","aa":2,"zz":1}\n'
+
+
+def test_non_ascii_is_written_raw_and_survives_a_file(tmp_path: Path) -> None:
+    # U+2028 is a line break for str.splitlines() but not for CDXJ: only 0x0A ends a line.
+    record = rec(
+        "(example,bücher,)/ä", uri="http://xn--bcher-kva.example/ä", note="a\u2028b\u0085c"
+    )
+    line = record.to_line()
+    assert "bücher" in line and "\u2028" in line and "\\u" not in line
+    journal = tmp_path / "j.cdxj"
+    append_journal(journal, [record, rec("(com,a,)/")])
+    assert read_journal(journal) == [record, rec("(com,a,)/")]
+    assert list(iter_records(journal)) == [record, rec("(com,a,)/")]
+
+
+def test_newlines_in_values_never_reach_the_line() -> None:
+    record = rec("(com,a,)/", uri="http://a.com/\n\r\x00")
+    line = record.to_line()
+    assert line.count("\n") == 1 and "\r" not in line and "\x00" not in line
+    assert CDXJRecord.parse_line(line).uri == "http://a.com/\n\r\x00"
+
+
+@pytest.mark.parametrize(
+    ("given_ts", "written"),
+    [
+        ("2026", "2026-01-01T00:00:00.000000Z"),
+        ("2026-11", "2026-11-01T00:00:00.000000Z"),
+        ("2026-11-22", "2026-11-22T00:00:00.000000Z"),
+        ("2026-11-22T05:04Z", "2026-11-22T05:04:00.000000Z"),
+        ("2026-11-22T05:04:30Z", "2026-11-22T05:04:30.000000Z"),
+        ("2026-11-22T05:04:30.1Z", "2026-11-22T05:04:30.100000Z"),
+        ("2026-11-22T05:04:30.123456Z", "2026-11-22T05:04:30.123456Z"),
+        ("2026-11-22T05:04:30.123456789Z", "2026-11-22T05:04:30.123456Z"),
+        ("2024-02-29T23:59:59.999999Z", "2024-02-29T23:59:59.999999Z"),
+    ],
+)
+def test_timestamp_granularities_are_written_with_microseconds(given_ts: str, written: str) -> None:
+    assert normalize_timestamp(given_ts) == written
+    line = f"k {given_ts} response {GOOD_JSON}"
+    assert CDXJRecord.parse_line(line).timestamp == written
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "2026-02-30",
+        "2025-02-29T00:00Z",
+        "2026-13",
+        "2026-11-22T05:04:30",
+        "2026-11-22T05:04:30+01:00",
+        "2026-11-22T24:00Z",
+        "2026-11-22T05:60Z",
+        "2026-11-22T05:04:30.Z",
+        "2026-11-22T05:04:30.1234567890Z",
+        "20261122050430",
+        "2026-11-22T05Z",
+        "\u0662\u0660\u0662\u0666",  # Arabic-Indic digits are not ASCII digits
+        "",
+    ],
+)
+def test_bad_timestamps_are_refused(bad: str) -> None:
+    with pytest.raises(CDXJError, match="invalid timestamp"):
+        normalize_timestamp(bad)
+
+
+def test_format_timestamp() -> None:
+    plus2 = timezone(timedelta(hours=2))
+    assert format_timestamp(datetime(2026, 1, 1, 2, 0, 0, 7, tzinfo=plus2)) == (
+        "2026-01-01T00:00:00.000007Z"
+    )
+    assert format_timestamp(datetime(999, 1, 1, tzinfo=UTC)) == "0999-01-01T00:00:00.000000Z"
+    with pytest.raises(CDXJError, match="naive"):
+        format_timestamp(datetime(2026, 1, 1))
+    built = CDXJRecord.build("k", datetime(2026, 1, 1, tzinfo=UTC), "response", uri="u", ref="r")
+    assert built.timestamp == "2026-01-01T00:00:00.000000Z"
+
+
+BAD_LINES = [
+    ("one", "expected 4 space-separated fields"),
+    (f"k {TS} response", "expected 4 space-separated fields"),
+    (f"k  {TS} response {GOOD_JSON}", "empty timestamp field"),
+    (f" k {TS} response {GOOD_JSON}", "empty key field"),
+    (f"k {TS}  response {GOOD_JSON}", "empty record type field"),
+    (f"k {TS} response  {GOOD_JSON}", "fourth field must be a JSON object"),
+    (f"k {TS} response [1]", "fourth field must be a JSON object"),
+    (f"!k {TS} response {GOOD_JSON}", "header line ('!') where a record was expected"),
+    (f"{{k {TS} response {GOOD_JSON}", "may not begin with '{'"),
+    (f"a\tb {TS} response {GOOD_JSON}", "space or control character"),
+    (f"k 2026-11-22T05:04:30 response {GOOD_JSON}", "invalid timestamp"),
+    (f"k {TS} resp<onse {GOOD_JSON}", "not a WARC-Type token"),
+    (f"k {{{TS} response {GOOD_JSON}", "invalid timestamp"),
+    (_with_json('{"uri":"u","ref":"r"'), "invalid JSON block"),
+    (_with_json('{"uri":"u","ref":"r"} extra'), "invalid JSON block"),
+    (_with_json('{"ref":"r"}'), "required key 'uri'"),
+    (_with_json('{"uri":"u"}'), "required key 'ref'"),
+    (_with_json('{"uri":5,"ref":"r"}'), "'uri' must be a non-empty string"),
+    (_with_json('{"uri":"u","ref":""}'), "'ref' must be a non-empty string"),
+    (_with_json('{"uri":"u","ref":"warcfile:d/a.warc.gz#1"}'), "bare file name"),
+    (_with_json('{"uri":"u","ref":"warcfile:a.warc.gz#-1"}'), "offset is not a non-negative"),
+    (_with_json('{"uri":"u","ref":"warcfile:a.warc.gz#1x"}'), "offset is not a non-negative"),
+    (_with_json('{"uri":"u","ref":"warcfile:a.warc.gz"}'), "without '#OFFSET'"),
+    (_with_json('{"uri":"u","ref":"warcfile:#3"}'), "non-empty string"),
+    (_with_json(f'{{"uri":"u","ref":"r","sha":"sha1:{SHA}"}}'), "Base32 SHA-1"),
+    (_with_json('{"uri":"u","ref":"r","dig":"ABC"}'), "'algorithm:digest'"),
+    (_with_json('{"uri":"u","ref":"r","mct":7}'), "'mct' must be a string"),
+    (_with_json('{"uri":"u","ref":"r","hsc":20}'), "3-digit HTTP status"),
+    (_with_json('{"uri":"u","ref":"r","hsc":true}'), "3-digit HTTP status"),
+    (_with_json('{"uri":"u","ref":"r","rle":-1}'), "'rle' must be a non-negative integer"),
+    (_with_json('{"uri":"u","ref":"r","cle":"5"}'), "'cle' must be a non-negative integer"),
+    (_with_json('{"uri":"u","ref":"r","rou":"u"}'), "only valid for revisit records"),
+    (_with_json('{"uri":"u","ref":"r","rod":"yesterday"}', "revisit"), "JSON key 'rod'"),
+    (_with_json('{"uri":"u","ref":"r","ssu":"(com,b,)/"}'), "'ssu'"),
+    (_with_json('{"uri":"u","ref":"r","srt":"request"}'), "'srt'"),
+    (_with_json('{"uri":"u","ref":"r","sts":"2020"}'), "'sts'"),
+    (_with_json('{"uri":"u","uri":"v","ref":"r"}'), "repeats the key 'uri'"),
+    (_with_json('{"uri":"u","ref":"r","x":NaN}'), "NaN"),
+    (_with_json('{"uri":"u","ref":"r","x":' + "[" * 100000 + "]" * 100000 + "}"), "JSON"),
+    (f"k {TS} response {GOOD_JSON}\r", "carriage return"),
+    (f"k {TS} response {GOOD_JSON}\nk", "newline inside"),
+    ("", "empty line"),
+    (b"k\xff " + f"{TS} response {GOOD_JSON}".encode(), "not valid UTF-8 (byte 1)"),
+    (_with_json('{"uri":"u","ref":"r","x":"\\ud800"}'), "cannot be serialised"),
+]
+
+
+@pytest.mark.parametrize(("line", "fragment"), BAD_LINES)
+def test_each_validation_error_names_source_and_line(line: str | bytes, fragment: str) -> None:
+    with pytest.raises(CDXJError) as info:
+        CDXJRecord.parse_line(line, source="bad.cdxj", lineno=7)
+    message = str(info.value)
+    assert message.startswith("bad.cdxj:7: "), message
+    assert fragment in message, message
+    assert info.value.source == "bad.cdxj" and info.value.lineno == 7
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("!k", TS, "response", {"uri": "u", "ref": "r"}), "may not begin with '!'"),
+        (("k", TS, "response", ["uri"]), "must be an object"),
+        (("k", TS, "response", {"uri": "u", "ref": "r", 5: 1}), "JSON key must be a string"),
+        (("k", TS, "response", {"uri": "u", "ref": "r", "x": object()}), "cannot be serialised"),
+        (("k", TS, "response", {"uri": "u", "ref": "r", "x": float("inf")}), "serialised"),
+        ((5, TS, "response", {"uri": "u", "ref": "r"}), "key must be a string"),
+        (("k", 2026, "response", {"uri": "u", "ref": "r"}), "timestamp must be a string"),
+    ],
+)
+def test_constructor_validates_too(args: tuple, fragment: str) -> None:
+    with pytest.raises(CDXJError) as info:
+        CDXJRecord(*args)
+    assert fragment in str(info.value)
+
+
+def test_refs() -> None:
+    assert make_ref("a.warc.gz", 25523382) == "warcfile:a.warc.gz#25523382"
+    assert parse_ref("warcfile:a.warc.gz#25523382") == ("a.warc.gz", 25523382)
+    assert parse_ref("warcfile:odd#name.warc.gz#7") == ("odd#name.warc.gz", 7)
+    for name, offset in [("a/b", 0), ("..", 0), ("", 0), ("a", -1), ("a", True), ("a", 1.0)]:
+        with pytest.raises(CDXJError):
+            make_ref(name, offset)  # type: ignore[arg-type]
+    with pytest.raises(CDXJError, match="not a warcfile"):
+        parse_ref("http://example.com/x.warc.gz")
+    # other ref schemes are allowed in records, but have no warcfile meaning
+    assert rec("k").warcfile == ("f.warc.gz", 0)
+    assert CDXJRecord("k", TS, "response", {"uri": "u", "ref": "s3://b/k"}).warcfile is None
+
+
+def test_parse_header() -> None:
+    assert parse_header("!OpenWayback-CDXJ 1.0") == (1, 0)
+    assert parse_header(b"!OpenWayback-CDXJ 1.12\n") == (1, 12)
+    assert parse_header("!meta something") is None
+    for bad in ["!OpenWayback-CDXJ", "!OpenWayback-CDXJ one", "!OpenWayback-CDXJ 1.0 x"]:
+        with pytest.raises(CDXJError, match="malformed format header"):
+            parse_header(bad)

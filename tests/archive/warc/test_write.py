@@ -1,0 +1,174 @@
+"""Tests for wwwproxy.archive.warc.write: appends after crashes, failed and concurrent appends,
+bounded memory."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import tempfile
+import threading
+import tracemalloc
+from datetime import timedelta
+
+import pytest
+
+from wwwproxy.archive import warc as W
+
+from .conftest import KEY, T0, URI, build_file, file_records, read_all, warcio_check, write
+
+# ---------------------------------------------------------------------------------------------
+# crash safety: appending after a cut
+
+
+def test_append_after_a_cut_keeps_earlier_records_and_adds_the_new_ones(tmp_path):
+    path = tmp_path / "base.warc.gz"
+    locations = build_file(path, [b"first", b"second body " * 30, b"third"])
+    data = path.read_bytes()
+    ends = {loc.offset + loc.length for loc in locations}
+    cuts = sorted(set(range(0, len(data), 23)) | ends | {e - 1 for e in ends} | {len(data) - 3})
+    for cut in cuts:
+        target = tmp_path / f"cut{cut}.warc.gz"
+        target.write_bytes(data[:cut])
+        before = [loc for loc in locations if loc.offset + loc.length <= cut]
+        new, new_locs = write(target, b"after the crash", date=T0 + timedelta(days=1))
+        start = before[-1].offset + before[-1].length if before else 0
+        assert new_locs[0].offset == start
+        assert warcio_check(target) == len(before) + 2
+        stored, problems = file_records(target)
+        assert problems == []
+        assert [(s.offset, s.length) for s in stored] == [tuple(x) for x in before + new_locs]
+        assert target.stat().st_size == new_locs[1].offset + new_locs[1].length
+        assert read_all(W.newest_response(target).open_body()) == b"after the crash"
+        assert not list(tmp_path.glob(f"cut{cut}.warc.gz.corrupt-*"))  # torn, not corrupt
+        target.unlink()
+
+
+def test_garbage_tail_is_reported_then_quarantined_on_append(tmp_path):
+    path = tmp_path / "g.warc.gz"
+    _, locs = write(path, b"good")
+    end = path.stat().st_size
+    garbage = b"\x00garbage after a power cut" * 10
+    with open(path, "ab") as fh:
+        fh.write(garbage)
+    stored, problems = file_records(path)
+    assert [s.offset for s in stored] == [loc.offset for loc in locs]
+    assert problems[0].kind == "corrupt" and problems[0].offset == end
+    assert read_all(W.newest_response(path).open_body()) == b"good"
+
+    write(path, b"newer")
+    side = tmp_path / f"g.warc.gz.corrupt-{end}"
+    assert side.read_bytes() == garbage  # nothing is destroyed
+    assert warcio_check(path) == 4
+    assert file_records(path)[1] == []
+    assert read_all(W.newest_response(path).open_body()) == b"newer"
+
+
+# ---------------------------------------------------------------------------------------------
+# failed and concurrent appends
+
+
+def test_body_changed_after_build_leaves_the_file_as_it_was(tmp_path):
+    path = tmp_path / "u.warc.gz"
+    write(path, b"kept")
+    before = path.read_bytes()
+    body_file = tmp_path / "body"
+    body_file.write_bytes(b"0123456789" * 1000)
+    with open(body_file, "r+b") as body:
+        records = W.build_exchange(
+            target_uri=URI,
+            archive_key=KEY,
+            request=W.HTTPRequest("GET", []),
+            response=W.HTTPResponse(200, "OK", [], body),
+            date=T0,
+        )
+        body.truncate(5000)
+        with pytest.raises(W.WARCWriteError, match="shrank"):
+            W.append_exchange(path, records)
+        assert path.read_bytes() == before
+        body.seek(0)
+        body.write(b"X")  # same length, other bytes
+        records = W.build_exchange(
+            target_uri=URI,
+            archive_key=KEY,
+            request=W.HTTPRequest("GET", []),
+            response=W.HTTPResponse(200, "OK", [], body),
+            date=T0,
+        )
+        body.seek(1)
+        body.write(b"Y")
+        with pytest.raises(W.WARCWriteError, match="changed"):
+            W.append_exchange(path, records)
+    assert path.read_bytes() == before
+    assert warcio_check(path) == 2
+
+
+def test_a_pending_record_is_written_once(tmp_path):
+    records, _ = write(tmp_path / "once.warc.gz")
+    with pytest.raises(W.WARCWriteError, match="only once"):
+        W.append_exchange(tmp_path / "once.warc.gz", records)
+    assert warcio_check(tmp_path / "once.warc.gz") == 2
+
+
+def test_concurrent_appends_do_not_interleave(tmp_path):
+    path = tmp_path / "c.warc.gz"
+    errors: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        try:
+            for i in range(8):
+                write(path, f"thread {n} item {i}".encode() * 200, check=False)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert warcio_check(path) == 64
+    stored, problems = file_records(path)
+    assert len(stored) == 64 and problems == []
+
+
+def test_parent_directories_are_created(tmp_path):
+    path = tmp_path / "cache" / "https" / "example.com:8443" / "h.warc.gz"
+    write(path, uri="https://example.com:8443/x", key="https://example.com:8443/x")
+    assert warcio_check(path) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# memory: a 50 MB body is never held in memory
+
+
+def test_fifty_megabyte_body_in_bounded_memory(tmp_path):
+    path = tmp_path / "huge.warc.gz"
+    rng = random.Random(50)
+    body = tempfile.SpooledTemporaryFile(max_size=1024 * 1024, dir=tmp_path)  # noqa: SIM115
+    digest = hashlib.sha1()
+    for _ in range(50):
+        chunk = rng.randbytes(1024 * 1024)
+        digest.update(chunk)
+        body.write(chunk)
+    body.seek(0)
+    del chunk
+    tracemalloc.start()
+    try:
+        records, _ = write(path, body, check=False)
+        write_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        cached = W.newest_response(path)
+        got = hashlib.sha1()
+        with cached.open_body() as stream:
+            while block := stream.read(256 * 1024):
+                got.update(block)
+        read_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert records[1].info.payload_length == 50 * 1024 * 1024
+    assert got.digest() == digest.digest()
+    assert write_peak < 5_000_000, write_peak
+    assert read_peak < 5_000_000, read_peak
+    assert os.path.getsize(path) > 50 * 1024 * 1024  # random data: really stored, not elided
+    assert warcio_check(path) == 2

@@ -1,0 +1,569 @@
+"""The on-disk CDXJ index: a sorted file searched by binary search, plus an appended journal.
+
+``index.cdxj`` is never read whole: lookups binary-search it over byte offsets. New records are
+appended to ``journal.cdxj`` (durably, under ``flock``) and are visible at once, since lookups
+consult both; ``Index.compact()`` merges the journal into a new sorted index with an atomic
+rename.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import fcntl
+import heapq
+import logging
+import operator
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import BinaryIO
+
+from ...fsutil import fsync_dir
+from .line import (
+    HEADER_LINE,
+    SUPPORTED_MAJOR,
+    CDXJError,
+    CDXJRecord,
+    _check_key,
+    format_header,
+    format_timestamp,
+    parse_timestamp,
+)
+from .merge import DEFAULT_RUN_LINES, _atomic_write, _external_sort, merge_sorted, write_index
+from .read import StrPath, _Headers, _scan, check, file_version, iter_records, read_journal
+
+__all__ = ["INDEX_NAME", "JOURNAL_NAME", "Index", "IndexFile", "append_journal"]
+
+log = logging.getLogger(__package__)  # the logger of the whole CDXJ layer, as before the split
+
+INDEX_NAME = "index.cdxj"
+JOURNAL_NAME = "journal.cdxj"
+
+_READ_BUFFER = 8192
+_MAX_PROBLEMS = 1000
+_SEALED_RE = re.compile(r"journal-[0-9]{20}-[0-9]+\.sealed\Z")
+_LOCK_NAME = ".compact.lock"
+_FILE_MODE = 0o600  # the cache is private browsing history
+
+
+# ---------------------------------------------------------------------------------------------
+# Journal
+
+
+def _open_locked_journal(path: StrPath) -> int:
+    """An fd on the journal at ``path`` holding its exclusive lock (retrying if it was sealed
+    by a compaction between open and lock)."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, _FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            st = os.fstat(fd)
+            try:
+                now = os.stat(path)
+            except FileNotFoundError:
+                now = None
+            if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)  # renamed away under us: append to the new journal instead
+
+
+def _cut_torn_tail(fd: int, size: int, source: str) -> int:
+    """Drop a torn last line (left by a killed writer) so the next line starts cleanly."""
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    end = size
+    keep = 0
+    while end > 0:
+        start = max(0, end - 65536)
+        chunk = os.pread(fd, end - start, start)
+        nl = chunk.rfind(b"\n")
+        if nl >= 0:
+            keep = start + nl + 1
+            break
+        end = start
+    log.warning("%s: removed a torn last line (%d bytes) before appending", source, size - keep)
+    os.ftruncate(fd, keep)
+    return keep
+
+
+def append_journal(path: StrPath, records: Iterable[CDXJRecord]) -> None:
+    """Append records durably: one write under an exclusive ``flock``, then fsync.
+
+    A new journal starts with the format header; a torn last line left by a killed writer is
+    cut off first so that it cannot swallow the new records.
+    """
+    data = b"".join(record.to_bytes() for record in records)
+    if not data:
+        return
+    source = os.fspath(path)
+    fd = _open_locked_journal(path)
+    try:
+        size = _cut_torn_tail(fd, os.fstat(fd).st_size, source)
+        if size == 0:
+            data = HEADER_LINE.encode() + b"\n" + data
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        # the lines are whole in the file now; make them durable outside the lock, so that
+        # concurrent appends never queue behind each other's fsync
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if size == 0:
+        fsync_dir(Path(path).parent)
+
+
+# ---------------------------------------------------------------------------------------------
+# Binary search in a sorted file
+
+
+def _lower_bound(f: BinaryIO, lo: int, hi: int, target: bytes) -> int:
+    """Offset of the first line ``>= target`` among lines starting in ``[lo, hi)``.
+
+    ``lo`` is a line start; lines before it are ``< target``. Each step seeks to the middle,
+    skips to the next line start and compares that line's first ``len(target)`` bytes.
+    """
+    n = len(target)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        s = lo
+        if mid > lo:
+            f.seek(mid - 1)
+            f.readline()
+            s = f.tell()
+            if s >= hi:
+                s = lo  # no line starts in [mid, hi): test the line at lo
+        f.seek(s)
+        line = f.readline()
+        head = line[:n]
+        nl = head.find(b"\n")
+        if nl >= 0:
+            head = head[:nl]
+        if head < target:
+            lo = s + len(line)
+        else:
+            hi = s
+    return lo
+
+
+class IndexFile:
+    """A sorted CDXJ file searched by binary search over byte offsets.
+
+    Each search opens the file, so it sees the index that is current then (and keeps reading
+    that one even if ``compact()`` replaces it meanwhile); only a read buffer is in memory.
+    """
+
+    def __init__(self, path: StrPath) -> None:
+        self.path = Path(path)
+        self._header: tuple[tuple[int, int, int, int], int] | None = None
+
+    def _data_start(self, f: BinaryIO, st: os.stat_result) -> int:
+        ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        cached = self._header
+        if cached is not None and cached[0] == ident:
+            return cached[1]
+        headers = _Headers(os.fspath(self.path))
+        f.seek(0)
+        start = 0
+        lineno = 0
+        while True:
+            raw = f.readline()
+            if not raw.startswith(b"!"):
+                break
+            lineno += 1
+            headers.feed(raw.rstrip(b"\n"), lineno)
+            start += len(raw)
+        self._header = (ident, start)
+        return start
+
+    def lines(self, prefix: bytes) -> Iterator[tuple[int, bytes]]:
+        """``(offset, line)`` for each line starting with ``prefix``, in file order."""
+        try:
+            f = open(self.path, "rb", buffering=_READ_BUFFER)  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            return
+        with f:
+            st = os.fstat(f.fileno())
+            if st.st_size == 0:
+                return
+            pos = _lower_bound(f, self._data_start(f, st), st.st_size, prefix)
+            f.seek(pos)
+            for raw in f:
+                line = raw[:-1] if raw.endswith(b"\n") else raw
+                if not line.startswith(prefix):
+                    return
+                yield pos, line
+                pos += len(raw)
+
+
+# ---------------------------------------------------------------------------------------------
+# The index: sorted file + journal
+
+
+@contextlib.contextmanager
+def _flock(path: Path) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, _FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _search_bytes(text: str, what: str) -> bytes:
+    if not isinstance(text, str):
+        raise CDXJError(f"{what} must be a string, not {type(text).__name__}")
+    if " " in text or "\n" in text:
+        raise CDXJError(f"{what} may not contain spaces or newlines: {text!r}")
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        raise CDXJError(f"{what} is not encodable as UTF-8: {text!r}") from None
+
+
+_Ident = tuple[int, int, int, int]
+
+
+class Index:
+    """The CDXJ index of a cache: ``index.cdxj`` (sorted) plus ``journal.cdxj`` (appended).
+
+    Crash safety: ``compact()`` first renames the journal to a sealed name, merges sealed
+    journals and the index into a temp file, fsyncs, renames it over the index, and only then
+    deletes the sealed journals. Lookups read the active journal, the sealed journals and the
+    index (in that order, so a concurrent compaction never hides a record), and drop identical
+    lines, so a crash at any point loses nothing and duplicates nothing.
+
+    Writers and compaction coordinate with ``flock`` and so may be in different processes.
+    """
+
+    def __init__(self, directory: StrPath, *, create: bool = True) -> None:
+        self.directory = Path(directory)
+        if create:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        self.index_path = self.directory / INDEX_NAME
+        self.journal_path = self.directory / JOURNAL_NAME
+        self._file = IndexFile(self.index_path)
+        self._lock = threading.Lock()
+        self._compact_lock = threading.Lock()
+        self._journal_cache: dict[str, tuple[_Ident, list[CDXJRecord]]] = {}
+        self._view: tuple[tuple[_Ident | None, ...], list[bytes], list[CDXJRecord]] | None = None
+        self._problems: dict[str, None] = {}
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def add(self, records: Iterable[CDXJRecord]) -> None:
+        """Append records to the journal; they are visible to lookups at once."""
+        append_journal(self.journal_path, records)
+
+    def files(self) -> list[Path]:
+        """The files that hold index lines now, existing ones only: the sorted index, the
+        active journal, then sealed journals (left by a compaction in progress or killed)."""
+        paths = [self.index_path, self.journal_path, *self._sealed_paths()]
+        return [path for path in paths if path.exists()]
+
+    def journal_bytes(self) -> int:
+        """Size of the journals not yet compacted (to decide when to compact)."""
+        total = 0
+        for path in [self.journal_path, *self._sealed_paths()]:
+            with contextlib.suppress(FileNotFoundError):
+                total += path.stat().st_size
+        return total
+
+    def compact(self, *, keep: Callable[[CDXJRecord], bool] | None = None) -> int | None:
+        """Merge the journal into a new sorted index (atomic rename); returns its record count,
+        or ``None`` when there was nothing to do.
+
+        ``keep``, when given, filters every record (e.g. to purge a URL's lines) and forces a
+        rewrite. Malformed journal lines are skipped and reported (``problems``); a malformed
+        or unsorted index is re-sorted strictly and raises ``CDXJError`` if a line is invalid,
+        leaving everything as it was.
+        """
+        with self._compact_lock, _flock(self.directory / _LOCK_NAME):
+            self._remove_stale_temps()
+            self._seal_journal()
+            sealed = self._sealed_paths()
+            if not sealed and keep is None:
+                return None
+            journal_lines = self._read_sealed(sealed)
+            try:
+                count = self._rewrite(journal_lines, keep, resort=False)
+            except _NotSorted as e:
+                log.warning("%s: index not in byte order (%s); re-sorting", self.index_path, e)
+                count = self._rewrite(journal_lines, keep, resort=True)
+            self._drop(sealed)
+            return count
+
+    def rebuild(self, records: Iterable[CDXJRecord]) -> int:
+        """Replace the index with exactly ``records`` (e.g. from a scan of the WARC files).
+
+        Journals written before the call are discarded (the scan covers them); records added
+        while it runs stay in the new journal. Returns the record count.
+        """
+        with self._compact_lock, _flock(self.directory / _LOCK_NAME):
+            self._remove_stale_temps()
+            self._seal_journal()
+            sealed = self._sealed_paths()
+            count = write_index(self.index_path, records)
+            self._drop(sealed)
+            return count
+
+    def _seal_journal(self) -> None:
+        try:
+            fd = os.open(self.journal_path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # waits for an append in progress
+            st = os.fstat(fd)
+            try:
+                now = os.stat(self.journal_path)
+            except FileNotFoundError:
+                return
+            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or st.st_size == 0:
+                return
+            sealed = self.directory / f"journal-{time.time_ns():020d}-{os.getpid()}.sealed"
+            os.rename(self.journal_path, sealed)
+            fsync_dir(self.directory)
+        finally:
+            os.close(fd)
+
+    def _sealed_paths(self) -> list[Path]:
+        try:
+            names = sorted(e.name for e in os.scandir(self.directory) if _SEALED_RE.match(e.name))
+        except FileNotFoundError:
+            return []
+        return [self.directory / name for name in names]
+
+    def _read_sealed(self, sealed: list[Path]) -> list[bytes]:
+        problems: list[str] = []
+        lines: set[bytes] = set()
+        for path in sealed:
+            for record in read_journal(path, problems):
+                lines.add(record.sort_key)
+        for message in problems:
+            self._report(message)
+        return sorted(lines)
+
+    def _index_lines(self, resort: bool, tmp: str) -> Iterator[bytes]:
+        if not self.index_path.exists():
+            return iter(())
+        if resort:
+            records = iter_records(self.index_path)
+            return _external_sort((r.sort_key for r in records), tmp, DEFAULT_RUN_LINES)
+        return _checked_order(self._raw_index_lines(), os.fspath(self.index_path))
+
+    def _raw_index_lines(self) -> Iterator[bytes]:
+        with open(self.index_path, "rb", buffering=1 << 20) as f:
+            raw = f.readline()
+            while raw.startswith(b"!"):  # the header block (its versions were checked already)
+                raw = f.readline()
+            while raw:
+                if raw.startswith(b"!"):  # a header after records: let the strict path say where
+                    raise _NotSorted("header line after records")
+                yield raw[:-1] if raw.endswith(b"\n") else raw
+                raw = f.readline()
+
+    def _rewrite(
+        self, journal_lines: list[bytes], keep: Callable[[CDXJRecord], bool] | None, resort: bool
+    ) -> int:
+        version = (SUPPORTED_MAJOR, 0)
+        if self.index_path.exists():
+            version = file_version(self.index_path)
+        with tempfile.TemporaryDirectory(prefix=".cdxj-sort-", dir=self.directory) as tmp:
+            lines = merge_sorted(self._index_lines(resort, tmp), journal_lines)
+            if keep is not None:
+                source = os.fspath(self.index_path)
+                lines = (
+                    line
+                    for line in lines
+                    if keep(CDXJRecord.parse_line(line, source=source, lineno=None))
+                )
+            return _atomic_write(self.index_path, format_header(version), lines)
+
+    def _drop(self, sealed: list[Path]) -> None:
+        for path in sealed:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        fsync_dir(self.directory)
+
+    def _remove_stale_temps(self) -> None:
+        """Leftovers of a compaction killed mid-way (we hold the compaction lock)."""
+        for entry in os.scandir(self.directory):
+            if entry.name.startswith(f".{INDEX_NAME}.") and entry.name.endswith(".tmp"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+            elif entry.name.startswith(".cdxj-sort-") and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def problems(self) -> list[str]:
+        """Problems met while reading (torn or malformed journal lines, bad index lines)."""
+        return list(self._problems)
+
+    def _report(self, message: str) -> None:
+        if message not in self._problems:
+            log.warning("%s", message)
+            if len(self._problems) < _MAX_PROBLEMS:
+                self._problems[message] = None
+
+    def _journal(self, path: Path) -> tuple[_Ident | None, list[CDXJRecord]]:
+        """A journal's records, re-read only when its identity or size changed."""
+        key = os.fspath(path)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None, []
+        ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        cached = self._journal_cache.get(key)
+        if cached is not None and cached[0] == ident:
+            return cached
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            return None, []
+        except OSError as exc:  # unreadable (permissions, a directory): the rest still answers
+            self._report(f"{key}: cannot read: {exc.strerror or exc}")
+            return None, []
+        problems: list[str] = []
+        with f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_SH)  # no half-written append
+            st = os.fstat(f.fileno())
+            ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            records = [
+                rec for _, rec in _scan(f, key, tolerant=True, problems=problems, journal=True)
+            ]
+        for message in problems:
+            self._report(message)
+        self._journal_cache[key] = (ident, records)
+        return ident, records
+
+    def _journal_view(self) -> tuple[list[bytes], list[CDXJRecord]]:
+        """Sorted unique lines of all journals (active first, then sealed) and their records."""
+        with self._lock:
+            parts = [self._journal(self.journal_path)]
+            sealed = self._sealed_paths()
+            parts += [self._journal(path) for path in sealed]
+            idents = tuple(ident for ident, _ in parts)
+            if self._view is not None and self._view[0] == idents:
+                return self._view[1], self._view[2]
+            live = {os.fspath(p) for p in [self.journal_path, *sealed]}
+            for stale in set(self._journal_cache) - live:
+                del self._journal_cache[stale]
+            by_line = {rec.sort_key: rec for _, recs in parts for rec in recs}
+            lines = sorted(by_line)
+            records = [by_line[line] for line in lines]
+            self._view = (idents, lines, records)
+            return lines, records
+
+    def _records(self, target: bytes, record_types: Collection[str] | None) -> Iterator[CDXJRecord]:
+        """Records whose line starts with ``target``, journal and index merged in byte order."""
+        jlines, jrecords = self._journal_view()
+        i = bisect.bisect_left(jlines, target)
+        j = i
+        while j < len(jlines) and jlines[j].startswith(target):
+            j += 1
+        from_journal = ((jlines[k], -1, jrecords[k]) for k in range(i, j))
+        from_index = ((line, offset, None) for offset, line in self._file.lines(target))
+        previous: bytes | None = None
+        source = os.fspath(self.index_path)
+        for line, offset, record in heapq.merge(
+            from_index, from_journal, key=operator.itemgetter(0)
+        ):
+            if line == previous:
+                continue
+            previous = line
+            if record is None:
+                try:
+                    record = CDXJRecord.parse_line(
+                        line, source=f"{source} (byte {offset})", lineno=None
+                    )
+                except CDXJError as e:
+                    self._report(str(e))
+                    continue
+            if record_types is None or record.record_type in record_types:
+                yield record
+
+    def captures(
+        self, key: str, *, record_types: Collection[str] | None = None
+    ) -> Iterator[CDXJRecord]:
+        """All captures of exactly ``key``, oldest first."""
+        _check_key(key)
+        return self._records(_search_bytes(key, "key") + b" ", record_types)
+
+    def exact(self, key: str, *, record_types: Collection[str] | None = None) -> list[CDXJRecord]:
+        """All captures of exactly ``key``, oldest first."""
+        return list(self.captures(key, record_types=record_types))
+
+    def newest(self, key: str, *, record_types: Collection[str] | None = None) -> CDXJRecord | None:
+        """The latest capture of ``key`` (``None`` if there is none)."""
+        newest = None
+        for newest in self.captures(key, record_types=record_types):  # noqa: B007
+            pass
+        return newest
+
+    def closest(
+        self,
+        key: str,
+        timestamp: str | datetime,
+        *,
+        record_types: Collection[str] | None = None,
+    ) -> CDXJRecord | None:
+        """The capture of ``key`` nearest in time to ``timestamp``; ties go to the earlier one."""
+        if isinstance(timestamp, datetime):
+            when = datetime.fromisoformat(format_timestamp(timestamp))
+        else:
+            when = parse_timestamp(timestamp)
+        best: CDXJRecord | None = None
+        best_gap = None
+        for record in self.captures(key, record_types=record_types):
+            moment = record.as_datetime()
+            gap = abs(moment - when)
+            if best_gap is None or gap < best_gap:
+                best, best_gap = record, gap
+            elif moment > when:
+                break  # later captures are only further away
+        return best
+
+    def prefix(
+        self, surt_prefix: str, *, record_types: Collection[str] | None = None
+    ) -> Iterator[CDXJRecord]:
+        """Records whose key starts with ``surt_prefix``, in key then time order.
+
+        ``(com,example,)/`` is one host, ``(com,example,`` a domain with its subdomains,
+        ``(com,example,)/a/`` a path; ``""`` is everything.
+        """
+        return self._records(_search_bytes(surt_prefix, "prefix"), record_types)
+
+    def check(self) -> list[str]:
+        """Problems of the index file (as an index) and of the journals."""
+        problems: list[str] = []
+        for path in self.files():
+            problems += check(path, index=path == self.index_path)
+        return problems
+
+
+class _NotSorted(Exception):
+    pass
+
+
+def _checked_order(lines: Iterator[bytes], source: str) -> Iterator[bytes]:
+    previous = b""
+    for lineno, line in enumerate(lines, 1):
+        if not line or line < previous:
+            raise _NotSorted(f"{source}: record {lineno} is empty or sorts before the one above")
+        previous = line
+        yield line

@@ -1,0 +1,395 @@
+"""Building WARC records: one HTTP exchange becomes ``request`` + ``response`` (or ``revisit``).
+
+Records are warcio ``RecordBuilder`` records, with two changes, each for a reason:
+
+- HTTP header blocks are written byte for byte as given (warcio would percent-encode non-ASCII
+  header values), so replay sends exactly what upstream sent;
+- digests are computed here in one pass over the body and checked again while warcio copies it
+  (see :mod:`.write`), so a body file that changes between build and write can never produce an
+  inconsistent record.
+
+Bodies are stored as received minus transfer coding: the body given to :func:`build_exchange` must
+be the message body with any ``Transfer-Encoding`` removed (aiohttp de-chunks) but its
+``Content-Encoding`` intact. A ``Transfer-Encoding: chunked`` header stored next to a de-chunked
+body is the pywb#584 bug (readers would try to de-chunk it again), so :func:`build_exchange`
+refuses a ``Transfer-Encoding`` header; :func:`sanitize_headers` renames it to
+``X-Archive-Orig-Transfer-Encoding`` (pywb's prefix for original headers), keeping the information.
+The payload digest is then over the de-chunked body, as WARC 1.1 §6.3.2 defines the payload
+(warcio#74).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import BinaryIO
+from urllib.parse import urlsplit
+
+from warcio.recordbuilder import RecordBuilder
+from warcio.statusandheaders import StatusAndHeaders
+
+from .record import (
+    _RAW_CHUNK,
+    _TOKEN,
+    ARCHIVE_KEY_HEADER,
+    WARC_VERSION,
+    PreviousPayload,
+    RecordInfo,
+    WARCWriteError,
+    _as_bytes,
+    _as_text,
+    _format_digest,
+    _parse_http_fields,
+    _same_digest,
+    format_warc_date,
+)
+
+__all__ = [
+    "ORIG_HEADER_PREFIX",
+    "REVISIT_PROFILE",
+    "HTTPRequest",
+    "HTTPResponse",
+    "PendingRecord",
+    "build_exchange",
+    "sanitize_headers",
+]
+
+#: Prefix given to headers that no longer describe the stored body (as pywb names them).
+ORIG_HEADER_PREFIX = "X-Archive-Orig-"
+REVISIT_PROFILE = RecordBuilder.REVISIT_PROFILE_1_1
+
+_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")  # controls except HTAB
+_BAD_URI = re.compile(r"[\x00-\x20\x7f]")
+_HTTP_VERSION = re.compile(r"HTTP/[0-9]\.[0-9]")
+
+Header = tuple[str | bytes, str | bytes]
+
+
+# ---------------------------------------------------------------------------------------------
+# headers
+
+
+def sanitize_headers(headers: Iterable[Header], *, content_decoded: bool = False) -> list[Header]:
+    """Rename headers that describe a transfer coding the stored body no longer has.
+
+    ``Transfer-Encoding`` is always renamed to ``X-Archive-Orig-Transfer-Encoding``: the stored
+    body is de-chunked. With ``content_decoded`` (the body was decompressed before storing, which
+    the store should avoid), ``Content-Encoding`` and ``Content-Length`` are renamed too.
+    """
+    rename = {b"transfer-encoding"}
+    if content_decoded:
+        rename |= {b"content-encoding", b"content-length"}
+    out: list[Header] = []
+    for name, value in headers:
+        if _as_bytes(name).lower() in rename:
+            if isinstance(name, bytes):
+                name = ORIG_HEADER_PREFIX.encode("ascii") + name
+            else:
+                name = ORIG_HEADER_PREFIX + name
+        out.append((name, value))
+    return out
+
+
+def _header_block(start_line: bytes, headers: Iterable[Header], what: str) -> bytes:
+    lines = [start_line]
+    for name, value in headers:
+        bname, bvalue = _as_bytes(name), _as_bytes(value)
+        if not _TOKEN.fullmatch(bname):
+            raise ValueError(f"{what}: invalid header name {bname!r}")
+        if _BAD_VALUE.search(bvalue):
+            raise ValueError(f"{what}: header {bname!r} has a control character (CR/LF?) in it")
+        if bname.lower() == b"transfer-encoding":
+            raise ValueError(
+                f"{what}: a Transfer-Encoding header cannot be stored with a decoded body; "
+                "pass the headers through sanitize_headers() first"
+            )
+        lines.append(bname + b": " + bvalue)
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+class _ExactHTTPHeaders(StatusAndHeaders):
+    """warcio headers object that serialises to exactly the given bytes."""
+
+    def __init__(self, start_line: str, raw: bytes):
+        super().__init__(start_line, [])
+        self._raw = raw
+        self.headers_buff = raw
+
+    def compute_headers_buffer(self, header_filter=None) -> None:  # warcio's signature
+        self.headers_buff = self._raw
+
+
+@dataclass(frozen=True)
+class PendingRecord:
+    """A built record not yet written; its body stream is consumed by writing it once."""
+
+    info: RecordInfo
+    _record: object = field(repr=False)  # warcio ArcWarcRecord
+    _body: _CheckedBody | None = field(repr=False, default=None)
+
+
+# ---------------------------------------------------------------------------------------------
+# building
+
+
+@dataclass(frozen=True)
+class HTTPRequest:
+    """The request as sent upstream. ``target`` defaults to the path and query of the URI."""
+
+    method: str
+    headers: Sequence[Header]
+    body: bytes | BinaryIO = b""
+    target: str | None = None
+    version: str = "HTTP/1.1"
+
+
+@dataclass(frozen=True)
+class HTTPResponse:
+    """The response as received. ``body`` is a seekable binary file (or bytes), read from its
+    current position to its end; headers must already be through :func:`sanitize_headers`."""
+
+    status: int
+    reason: str
+    headers: Sequence[Header]
+    body: bytes | BinaryIO = b""
+    version: str = "HTTP/1.1"
+
+
+class _CheckedBody:
+    """Gives warcio exactly ``length`` bytes and checks they hash to what was recorded.
+
+    Raising before warcio writes the record trailer leaves the gzip member unfinished, so a body
+    that changed between build and write can only ever produce a torn (never served) record.
+    """
+
+    def __init__(self, stream: BinaryIO, start: int, length: int, digest: bytes):
+        self._stream, self._start, self._length, self._digest = stream, start, length, digest
+        self._remaining = length
+        self._hash = hashlib.sha1()
+        self._used = False
+
+    def rewind(self) -> None:
+        if self._used:
+            raise WARCWriteError("a PendingRecord can be written only once")
+        self._used = True
+        self._stream.seek(self._start)
+
+    def read(self, size: int = -1) -> bytes:
+        if self._remaining == 0:
+            if self._hash.digest() != self._digest:
+                raise WARCWriteError("body changed between build_exchange and append_exchange")
+            return b""
+        want = self._remaining if size is None or size < 0 else min(size, self._remaining)
+        data = self._stream.read(want)
+        if not data:
+            raise WARCWriteError(
+                f"body shrank between build_exchange and append_exchange "
+                f"({self._length - self._remaining} of {self._length} bytes)"
+            )
+        self._remaining -= len(data)
+        self._hash.update(data)
+        return data
+
+
+def _body_stream(body: bytes | bytearray | memoryview | BinaryIO, what: str) -> BinaryIO:
+    if isinstance(body, bytes | bytearray | memoryview):
+        return io.BytesIO(bytes(body))
+    if not (hasattr(body, "read") and hasattr(body, "seek") and hasattr(body, "tell")):
+        raise TypeError(f"{what} body must be bytes or a seekable binary file, not {type(body)}")
+    return body
+
+
+def _digest_body(stream: BinaryIO, head: bytes) -> tuple[int, int, bytes, str, str]:
+    """One pass over the body: (start, length, raw payload sha1, payload digest, block digest)."""
+    start = stream.tell()
+    payload, block = hashlib.sha1(), hashlib.sha1(head)
+    length = 0
+    while chunk := stream.read(_RAW_CHUNK):
+        if not isinstance(chunk, bytes):
+            raise TypeError("body stream must be binary (read() returned str)")
+        payload.update(chunk)
+        block.update(chunk)
+        length += len(chunk)
+    stream.seek(start)
+    return start, length, payload.digest(), _format_digest(payload), _format_digest(block)
+
+
+def _check_uri(value: str, what: str) -> None:
+    if not value or _BAD_URI.search(value):
+        raise ValueError(
+            f"{what} must be non-empty with no spaces or control characters: {value!r}"
+        )
+
+
+def _new_record_id() -> str:
+    return f"<urn:uuid:{uuid.uuid4()}>"
+
+
+def _make_info(headers: list[tuple[str, str]], http_head: bytes, payload_length: int) -> RecordInfo:
+    fields = dict((n.lower(), v) for n, v in headers)
+    return RecordInfo(
+        rec_type=fields["warc-type"],
+        record_id=fields["warc-record-id"],
+        date=fields["warc-date"],
+        target_uri=fields.get("warc-target-uri"),
+        archive_key=fields.get(ARCHIVE_KEY_HEADER.lower()),
+        warc_headers=tuple(headers),
+        content_length=int(fields["content-length"]),
+        http_head=http_head,
+        http_headers=_parse_http_fields(http_head) if http_head else (),
+        payload_length=payload_length,
+    )
+
+
+def _make_pending(
+    builder: RecordBuilder,
+    uri: str,
+    headers: list[tuple[str, str]],
+    http_head: bytes,
+    body: _CheckedBody | None,
+    body_length: int,
+) -> PendingRecord:
+    rec_type = headers[0][1]
+    start_line = _as_text(http_head.split(b"\r\n", 1)[0])
+    record = builder.create_warc_record(
+        uri,
+        rec_type,
+        payload=body,
+        length=body_length if body is not None else None,
+        warc_headers=StatusAndHeaders("", list(headers), protocol=WARC_VERSION),
+        http_headers=_ExactHTTPHeaders(start_line, http_head),
+    )
+    return PendingRecord(_make_info(headers, http_head, body_length), record, body)
+
+
+def build_exchange(
+    *,
+    target_uri: str,
+    archive_key: str,
+    request: HTTPRequest,
+    response: HTTPResponse,
+    date: datetime,
+    previous: PreviousPayload | None = None,
+    ip_address: str | None = None,
+) -> list[PendingRecord]:
+    """Build the ``request`` and ``response`` records of one exchange, in that order.
+
+    The response becomes a ``revisit`` (identical-payload-digest profile, referring to
+    ``previous``) when its payload digest equals ``previous.payload_digest``. Request first: a crash
+    between the two leaves a request without response, never a response without its request.
+    Bodies are read once here to digest them and once more when written; nothing is buffered.
+    """
+    _check_uri(target_uri, "target URI")
+    _check_uri(archive_key, "archive key")
+    scheme = urlsplit(target_uri).scheme.lower()
+    if scheme not in ("http", "https"):
+        raise ValueError(
+            f"target URI must be http or https (readers parse HTTP only there): {target_uri!r}"
+        )
+    warc_date = format_warc_date(date)
+    for what, version in (("request", request.version), ("response", response.version)):
+        if not _HTTP_VERSION.fullmatch(version):
+            raise ValueError(f"{what}: bad HTTP version {version!r}")
+    if not _TOKEN.fullmatch(request.method.encode("ascii", "replace")):
+        raise ValueError(f"request: bad method {request.method!r}")
+    target = request.target
+    if target is None:
+        parts = urlsplit(target_uri)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    _check_uri(target, "request target")
+    if (
+        isinstance(response.status, bool)
+        or not isinstance(response.status, int)
+        or not (100 <= response.status <= 999)
+    ):
+        raise ValueError(f"response: status must be a 3-digit int, got {response.status!r}")
+    reason = _as_bytes(response.reason)
+    if _BAD_VALUE.search(reason):
+        raise ValueError(f"response: reason phrase has a control character: {reason!r}")
+
+    req_line = f"{request.method} {target} {request.version}".encode()
+    req_head = _header_block(req_line, request.headers, "request")
+    status_line = f"{response.version} {response.status} ".encode("ascii") + reason
+    resp_head = _header_block(status_line, response.headers, "response")
+
+    req_stream = _body_stream(request.body, "request")
+    resp_stream = _body_stream(response.body, "response")
+    r_start, r_len, r_raw, r_payload, r_block = _digest_body(req_stream, req_head)
+    p_start, p_len, p_raw, p_payload, p_block = _digest_body(resp_stream, resp_head)
+
+    req_id, resp_id = _new_record_id(), _new_record_id()
+    common = [("WARC-Date", warc_date), ("WARC-Target-URI", target_uri)]
+    if ip_address:
+        _check_uri(ip_address, "IP address")
+        common.append(("WARC-IP-Address", ip_address))
+
+    builder = RecordBuilder(warc_version=WARC_VERSION)
+    req_headers = [
+        ("WARC-Type", "request"),
+        ("WARC-Record-ID", req_id),
+        *common,
+        ("WARC-Concurrent-To", resp_id),
+        (ARCHIVE_KEY_HEADER, archive_key),
+        ("Content-Type", "application/http; msgtype=request"),
+        ("WARC-Payload-Digest", r_payload),
+        ("WARC-Block-Digest", r_block),
+        ("Content-Length", str(len(req_head) + r_len)),
+    ]
+    records = [
+        _make_pending(
+            builder,
+            target_uri,
+            req_headers,
+            req_head,
+            _CheckedBody(req_stream, r_start, r_len, r_raw),
+            r_len,
+        )
+    ]
+
+    same = previous is not None and _same_digest(previous.payload_digest, p_payload)
+    if same:
+        assert previous is not None
+        resp_headers = [
+            ("WARC-Type", "revisit"),
+            ("WARC-Record-ID", resp_id),
+            *common,
+            ("WARC-Concurrent-To", req_id),
+            (ARCHIVE_KEY_HEADER, archive_key),
+            ("WARC-Profile", REVISIT_PROFILE),
+            ("WARC-Refers-To", previous.record_id),
+            ("WARC-Refers-To-Target-URI", previous.target_uri),
+            ("WARC-Refers-To-Date", previous.date),
+            ("Content-Type", "application/http; msgtype=response"),
+            ("WARC-Payload-Digest", p_payload),
+            ("WARC-Block-Digest", _format_digest(hashlib.sha1(resp_head))),
+            ("Content-Length", str(len(resp_head))),
+        ]
+        records.append(_make_pending(builder, target_uri, resp_headers, resp_head, None, 0))
+    else:
+        resp_headers = [
+            ("WARC-Type", "response"),
+            ("WARC-Record-ID", resp_id),
+            *common,
+            ("WARC-Concurrent-To", req_id),
+            (ARCHIVE_KEY_HEADER, archive_key),
+            ("Content-Type", "application/http; msgtype=response"),
+            ("WARC-Payload-Digest", p_payload),
+            ("WARC-Block-Digest", p_block),
+            ("Content-Length", str(len(resp_head) + p_len)),
+        ]
+        records.append(
+            _make_pending(
+                builder,
+                target_uri,
+                resp_headers,
+                resp_head,
+                _CheckedBody(resp_stream, p_start, p_len, p_raw),
+                p_len,
+            )
+        )
+    return records

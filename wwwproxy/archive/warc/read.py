@@ -1,0 +1,480 @@
+"""Reading WARC files strictly: records at offsets or in file order, payloads streamed.
+
+Reading does not use warcio's ``ArchiveIterator``: it is lenient by design (a gzip member cut off
+by a crash is returned as a short record with its digest silently unchecked, and ``warcio check``
+passes such a file), which is exactly what crash safety cannot accept. Here a record is yielded
+only when its gzip member is complete (CRC and length checked by zlib), its ``Content-Length``
+matches, it ends with CRLF CRLF and its digests match. Bodies are never held in memory: they are
+streamed from disk through a decompressor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import re
+import zlib
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import BinaryIO
+
+from .record import (
+    _RAW_CHUNK,
+    _STATUS_LINE,
+    ARCHIVE_KEY_HEADER,
+    PreviousPayload,
+    StoredRecord,
+    WARCFormatError,
+    _decode_digest,
+    _parse_http_fields,
+    _RecordError,
+    _same_digest,
+    _split_fields,
+    parse_warc_date,
+)
+
+__all__ = [
+    "CachedResponse",
+    "newest_response",
+    "open_payload",
+    "read_record_at",
+    "read_records",
+    "resolve_payload",
+]
+
+log = logging.getLogger(__package__)  # the logger of the whole WARC layer, as before the split
+
+_OUT_CHUNK = 64 * 1024  # most decompressed bytes produced at a time (bounds gzip bombs)
+_MAX_WARC_HEAD = 1024 * 1024
+_MAX_HTTP_HEAD = 1024 * 1024
+_HTTP_RECORD_TYPES = ("request", "response", "revisit")
+_REQUEST_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) (\S+) (HTTP/[0-9]\.[0-9])")
+
+
+def _inflate(fh: BinaryIO, path: str, offset: int) -> Generator[bytes, None, int]:
+    """Decompress the gzip member at ``offset`` in bounded chunks; return its compressed length.
+
+    Leaves ``fh`` at the start of the next member. Raises WARCFormatError (torn or corrupt).
+    """
+    fh.seek(offset)
+    d = zlib.decompressobj(zlib.MAX_WBITS + 16)
+    fed = 0
+    pending = b""
+    while not d.eof:
+        if not pending:
+            pending = fh.read(_RAW_CHUNK)
+            if not pending:
+                raise WARCFormatError(
+                    path, offset, f"gzip member cut off after {fed} bytes (torn write)", "torn"
+                )
+            fed += len(pending)
+        try:
+            out = d.decompress(pending, _OUT_CHUNK)
+        except zlib.error as exc:
+            raise WARCFormatError(path, offset, f"not valid gzip data ({exc})", "corrupt") from None
+        pending = d.unconsumed_tail
+        if out:
+            yield out
+    # At the end, every byte fed past the member is in unused_data (CPython may also leave a
+    # copy in unconsumed_tail, so that must not be subtracted again).
+    length = fed - len(d.unused_data)
+    fh.seek(offset + length)
+    return length
+
+
+class _MemberReader:
+    """Buffered view of one member's decompressed bytes."""
+
+    def __init__(self, chunks: Generator[bytes, None, int]):
+        self._chunks = chunks
+        self._buf = b""
+        self.member_length: int | None = None
+
+    def _fill(self) -> bool:
+        if self.member_length is not None:
+            return False
+        try:
+            self._buf += next(self._chunks)
+        except StopIteration as stop:
+            self.member_length = stop.value
+            return False
+        return True
+
+    def read_until(self, delim: bytes, limit: int) -> bytes | None:
+        """Bytes up to and including ``delim`` if it ends within ``limit`` bytes, else None."""
+        while True:
+            i = self._buf.find(delim, 0, limit)
+            if i >= 0:
+                out, self._buf = self._buf[: i + len(delim)], self._buf[i + len(delim) :]
+                return out
+            if len(self._buf) >= limit or not self._fill():
+                return None
+
+    def iter_exact(self, n: int) -> Iterator[bytes]:
+        """Yield exactly ``n`` bytes, or raise _RecordError saying how many there were."""
+        got = 0
+        while got < n:
+            if not self._buf and not self._fill():
+                raise _RecordError(
+                    f"Content-Length is {n} more bytes than the record holds (only {got})"
+                )
+            take, self._buf = self._buf[: n - got], self._buf[n - got :]
+            got += len(take)
+            yield take
+
+    def read(self, n: int) -> bytes:
+        while len(self._buf) < n and self._fill():
+            pass
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+    def at_end(self) -> bool:
+        while not self._buf:
+            if not self._fill():
+                return True
+        return False
+
+    def drain(self) -> None:
+        self._buf = b""
+        while self._fill():
+            self._buf = b""
+
+
+def _check_http_head(head: bytes, rec_type: str) -> None:
+    start = head.split(b"\r\n", 1)[0]
+    pattern = _REQUEST_LINE if rec_type == "request" else _STATUS_LINE
+    if not pattern.fullmatch(start):
+        raise _RecordError(f"{rec_type} record has a bad HTTP start line {start[:80]!r}")
+
+
+def _parse_member(reader: _MemberReader, path: str, offset: int, verify: bool) -> dict:
+    """Parse and check one record; return StoredRecord fields except the member length."""
+    head = reader.read_until(b"\r\n\r\n", _MAX_WARC_HEAD)
+    if head is None:
+        raise _RecordError("no WARC header block (not a WARC record, or header too long)")
+    lines = head[:-4].split(b"\r\n")
+    if lines[0] not in (b"WARC/1.0", b"WARC/1.1"):
+        raise _RecordError(f"not a WARC/1.0 or WARC/1.1 record: first line {lines[0][:80]!r}")
+    try:
+        warc_headers = tuple(
+            (n.decode("utf-8"), v.decode("utf-8"))
+            for n, v in _split_fields(lines[1:], "WARC header")
+        )
+    except UnicodeDecodeError:
+        raise _RecordError("WARC header is not UTF-8") from None
+    fields = {n.lower(): v for n, v in warc_headers}
+    for required in ("warc-type", "warc-record-id", "warc-date", "content-length"):
+        if required not in fields:
+            raise _RecordError(f"WARC header lacks {required.title()}")
+    rec_type = fields["warc-type"]
+    if not fields["content-length"].isdigit():
+        raise _RecordError(f"bad Content-Length {fields['content-length']!r}")
+    length = int(fields["content-length"])
+    uri = fields.get("warc-target-uri")
+
+    block_check = _decode_digest(fields.get("warc-block-digest")) if verify else None
+    payload_check = None
+    if verify and rec_type != "revisit":
+        payload_check = _decode_digest(fields.get("warc-payload-digest"))
+    block_hash = hashlib.new(block_check[0]) if block_check else None
+
+    http_head = b""
+    if (
+        rec_type in _HTTP_RECORD_TYPES
+        and length > 0
+        and uri is not None
+        and uri.lower().startswith(("http:", "https:"))
+    ):
+        http_head = reader.read_until(b"\r\n\r\n", min(length, _MAX_HTTP_HEAD))
+        if http_head is None:
+            raise _RecordError("HTTP header block does not end within the record")
+        _check_http_head(http_head, rec_type)
+        if block_hash:
+            block_hash.update(http_head)
+    payload_length = length - len(http_head)
+    payload_hash = hashlib.new(payload_check[0]) if payload_check else None
+    for chunk in reader.iter_exact(payload_length):
+        if block_hash:
+            block_hash.update(chunk)
+        if payload_hash:
+            payload_hash.update(chunk)
+    if reader.read(4) != b"\r\n\r\n":
+        raise _RecordError("record does not end with CRLF CRLF after Content-Length bytes")
+    if not reader.at_end():
+        raise _RecordError("more data in the gzip member after the record (Content-Length short?)")
+    if payload_check and payload_hash and payload_hash.digest() != payload_check[1]:
+        raise _RecordError(f"WARC-Payload-Digest mismatch ({fields['warc-payload-digest']})")
+    if block_check and block_hash and block_hash.digest() != block_check[1]:
+        raise _RecordError(f"WARC-Block-Digest mismatch ({fields['warc-block-digest']})")
+    http_headers = _parse_http_fields(http_head) if http_head else ()
+    return dict(
+        rec_type=rec_type,
+        record_id=fields["warc-record-id"],
+        date=fields["warc-date"],
+        target_uri=uri,
+        archive_key=fields.get(ARCHIVE_KEY_HEADER.lower()),
+        warc_headers=warc_headers,
+        content_length=length,
+        http_head=http_head,
+        http_headers=http_headers,
+        payload_length=payload_length if rec_type != "revisit" else 0,
+        path=path,
+        offset=offset,
+        payload_start=len(head) + len(http_head),
+    )
+
+
+@dataclass(frozen=True)
+class _Member:
+    """A complete gzip member found by a framing-only scan."""
+
+    offset: int
+    length: int
+
+
+def _scan(
+    fh: BinaryIO, path: str | os.PathLike[str], *, parse: bool = True, verify: bool = True
+) -> Iterator[StoredRecord | _Member | WARCFormatError]:
+    """Walk the members from the start; a torn or corrupt one ends the walk (yielded last)."""
+    path = os.fspath(path)
+    offset = 0
+    while True:
+        fh.seek(offset)
+        if not fh.read(1):
+            return
+        reader = _MemberReader(_inflate(fh, path, offset))
+        try:
+            if parse:
+                fields = _parse_member(reader, path, offset, verify)
+            else:
+                reader.drain()
+        except WARCFormatError as exc:
+            yield exc
+            return
+        except _RecordError as bad:
+            try:
+                reader.drain()
+            except WARCFormatError as exc:  # the member is torn: say that, not the symptom
+                yield exc
+                return
+            yield WARCFormatError(path, offset, str(bad), "record")
+        else:
+            assert reader.member_length is not None
+            if parse:
+                yield StoredRecord(length=reader.member_length, **fields)
+            else:
+                yield _Member(offset, reader.member_length)
+        assert reader.member_length is not None
+        offset += reader.member_length
+
+
+def read_records(
+    path: str | os.PathLike[str], problems: list[WARCFormatError] | None = None
+) -> Iterator[StoredRecord]:
+    """Yield every complete, verified record of the file in file order (oldest first).
+
+    Damage never raises: it is appended to ``problems`` (when given) and logged at debug level.
+    An invalid record in a whole gzip member is skipped; a torn or corrupt member ends the
+    reading (nothing after it can be framed). A torn last member may also be an append still in
+    progress, which is why reading needs no lock. A missing file raises FileNotFoundError.
+    """
+    with open(path, "rb") as fh:
+        for item in _scan(fh, path):
+            if isinstance(item, WARCFormatError):
+                log.debug("%s", item)
+                if problems is not None:
+                    problems.append(item)
+            elif isinstance(item, StoredRecord):
+                yield item
+
+
+def read_record_at(path: str | os.PathLike[str], offset: int) -> StoredRecord:
+    """Read and verify the one record at ``offset`` (an index ``ref``); WARCFormatError if bad."""
+    spath = os.fspath(path)
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if not 0 <= offset < size:
+            raise WARCFormatError(
+                spath, offset, f"offset outside the file ({size} bytes)", "record"
+            )
+        reader = _MemberReader(_inflate(fh, spath, offset))
+        try:
+            fields = _parse_member(reader, spath, offset, True)
+        except _RecordError as bad:
+            raise WARCFormatError(spath, offset, str(bad), "record") from None
+        assert reader.member_length is not None
+        return StoredRecord(length=reader.member_length, **fields)
+
+
+class _PayloadReader(io.RawIOBase):
+    """Streams one record's payload from disk through a decompressor."""
+
+    def __init__(self, record: StoredRecord):
+        super().__init__()
+        self._path = record.path
+        self._offset = record.offset
+        self._fh = open(record.path, "rb")  # noqa: SIM115 (closed in close())
+        self._chunks = _inflate(self._fh, record.path, record.offset)
+        self._skip = record.payload_start
+        self._remaining = record.payload_length
+        self._buf = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        if self._remaining == 0:
+            return 0
+        while not self._buf:
+            try:
+                chunk = next(self._chunks)
+            except StopIteration:
+                raise WARCFormatError(
+                    self._path, self._offset, "record ended before its payload did", "record"
+                ) from None
+            if self._skip:
+                drop = min(self._skip, len(chunk))
+                self._skip -= drop
+                chunk = chunk[drop:]
+            self._buf = memoryview(chunk)
+        n = min(len(b), len(self._buf), self._remaining)
+        b[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        self._remaining -= n
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self._chunks.close()
+            self._fh.close()
+        super().close()
+
+
+def open_payload(record: StoredRecord) -> BinaryIO:
+    """A binary stream of the record's payload (the body, or a request's body), read from disk."""
+    return io.BufferedReader(_PayloadReader(record), buffer_size=_OUT_CHUNK)  # type: ignore[return-value]
+
+
+def _find_payload(records: Sequence[StoredRecord], revisit: StoredRecord) -> StoredRecord | None:
+    """The earlier full response a revisit stands for, with the same payload digest."""
+    candidates = [r for r in records if r.rec_type == "response"]
+    if revisit.refers_to:
+        by_id = [r for r in candidates if r.record_id == revisit.refers_to]
+        if by_id:
+            return (
+                by_id[-1]
+                if _same_digest(by_id[-1].payload_digest, revisit.payload_digest)
+                else None
+            )
+    for r in reversed(candidates):
+        if (
+            r.target_uri == revisit.refers_to_target_uri
+            and r.date == revisit.refers_to_date
+            and _same_digest(r.payload_digest, revisit.payload_digest)
+        ):
+            return r
+    return None
+
+
+def resolve_payload(
+    path: str | os.PathLike[str],
+    record: StoredRecord,
+    problems: list[WARCFormatError] | None = None,
+) -> StoredRecord | None:
+    """The record holding ``record``'s payload: itself, or a revisit's original in the file."""
+    if record.rec_type != "revisit":
+        return record
+    return _find_payload(list(read_records(path, problems)), record)
+
+
+@dataclass(frozen=True)
+class CachedResponse:
+    """The newest servable response of a key, with what is needed to replay and compare it."""
+
+    #: The response or revisit: its status and headers are what to replay.
+    response: StoredRecord
+    #: The full response whose payload is the body (``response`` itself unless a revisit).
+    payload_record: StoredRecord
+    #: The request recorded with it (linked by WARC-Concurrent-To), if present.
+    request: StoredRecord | None
+
+    @property
+    def status(self) -> int | None:
+        return self.response.status
+
+    @property
+    def headers(self) -> tuple[tuple[str, str], ...]:
+        return self.response.http_headers
+
+    @property
+    def date(self) -> datetime:
+        return parse_warc_date(self.response.date)
+
+    @property
+    def is_revisit(self) -> bool:
+        return self.response.rec_type == "revisit"
+
+    def open_body(self) -> BinaryIO:
+        return open_payload(self.payload_record)
+
+    def previous(self) -> PreviousPayload:
+        """What :func:`build_exchange` needs to decide whether the next capture is a revisit."""
+        return PreviousPayload.from_record(self.payload_record)
+
+
+def newest_response(
+    path: str | os.PathLike[str],
+    *,
+    archive_key: str | None = None,
+    target_uri: str | None = None,
+    problems: list[WARCFormatError] | None = None,
+    accept: Callable[[StoredRecord], bool] | None = None,
+    at_or_before: datetime | None = None,
+) -> CachedResponse | None:
+    """The newest complete response (or resolvable revisit) in the file, or None.
+
+    Only records whose ``WARC-Archive-Key`` / ``WARC-Target-URI`` equal the given ones count
+    (hashes can collide), and only those ``accept`` accepts (e.g. no 304s to serve) and, with
+    ``at_or_before``, recorded no later than that time (time travel). A revisit whose original
+    is missing is reported and skipped, so an older full response may be returned. A missing
+    file gives None.
+    """
+    try:
+        records = list(read_records(path, problems))
+    except FileNotFoundError:
+        return None
+    spath = os.fspath(path)
+    for rec in reversed(records):
+        if rec.rec_type not in ("response", "revisit"):
+            continue
+        if archive_key is not None and rec.archive_key != archive_key:
+            continue
+        if target_uri is not None and rec.target_uri != target_uri:
+            continue
+        if accept is not None and not accept(rec):
+            continue
+        if at_or_before is not None and parse_warc_date(rec.date) > at_or_before:
+            continue
+        payload = rec if rec.rec_type == "response" else _find_payload(records, rec)
+        if payload is None:
+            if problems is not None:
+                problems.append(
+                    WARCFormatError(
+                        spath, rec.offset, "revisit's original is not in the file", "record"
+                    )
+                )
+            continue
+        request = next(
+            (
+                r
+                for r in reversed(records)
+                if r.rec_type == "request"
+                and (r.record_id in rec.concurrent_to or rec.record_id in r.concurrent_to)
+            ),
+            None,
+        )
+        return CachedResponse(rec, payload, request)
+    return None

@@ -1,0 +1,184 @@
+"""Appending built records to a key's WARC file: one gzip member each, locked, durable.
+
+Serialisation is warcio's ``WARCWriter``, into gzip members compressed here at level 6, not
+warcio's 9: on text, level 9 measured ~2.6 MB/s against ~33 MB/s for level 6 at nearly the same
+size. An exclusive ``flock`` serialises appends; a torn tail left by a crash is cut off (or, if it
+is not gzip at all, quarantined) before writing, and a failed append is cut back.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+from warcio.warcwriter import WARCWriter
+
+from ...fsutil import fsync_dir
+from .build import PendingRecord
+from .read import _scan
+from .record import _RAW_CHUNK, WARC_VERSION, RecordLocation, WARCFormatError, WARCWriteError
+
+__all__ = ["COMPRESS_LEVEL", "append_exchange"]
+
+log = logging.getLogger(__package__)  # the logger of the whole WARC layer, as before the split
+
+COMPRESS_LEVEL = 6
+
+
+class _GzipMember:
+    """File-like target for warcio: compresses into one gzip member; ``flush`` ends it.
+
+    Writes go straight to an unbuffered file, so after a failure nothing is left in a buffer
+    that could be written past the point the append is cut back to.
+    """
+
+    def __init__(self, fh: BinaryIO, level: int):
+        self._fh = fh
+        self._comp = zlib.compressobj(level, zlib.DEFLATED, zlib.MAX_WBITS + 16)
+        self.written = 0
+        self.finished = False
+
+    def write(self, data: bytes) -> None:
+        self._emit(self._comp.compress(data))
+
+    def flush(self) -> None:
+        self._emit(self._comp.flush())
+        self.finished = True
+
+    def _emit(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:  # the file is unbuffered: a short write is possible
+            n = self._fh.write(view)
+            if not n:
+                raise OSError(errno.EIO, "write returned 0")
+            view = view[n:]
+        self.written += len(data)
+
+
+def _make_dirs(directory: Path) -> None:
+    """Create missing directories and make each new entry durable."""
+    missing = []
+    d = directory
+    while not d.exists():
+        missing.append(d)
+        d = d.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+        except FileExistsError:
+            continue
+        fsync_dir(d.parent)
+
+
+def _quarantine(path: Path, fh: BinaryIO, offset: int) -> Path:
+    """Copy the damaged tail from ``offset`` to a side file, so repair never destroys data."""
+    n = 0
+    while True:
+        side = path.with_name(f"{path.name}.corrupt-{offset}" + (f".{n}" if n else ""))
+        try:
+            fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            break
+        except FileExistsError:
+            n += 1
+    with os.fdopen(fd, "wb") as out:
+        fh.seek(offset)
+        while chunk := fh.read(_RAW_CHUNK):
+            out.write(chunk)
+        out.flush()
+        os.fsync(out.fileno())
+    return side
+
+
+def _repair_tail(path: Path, fh: BinaryIO) -> int:
+    """Cut whatever follows the last complete gzip member; return the new end of file.
+
+    A torn member (the file ends inside it: the record being written when a crash came) is
+    discarded. Bytes that are not gzip at all are copied to ``<name>.corrupt-<offset>`` first,
+    since they did not come from an interrupted append. Complete members whose record is invalid
+    are left in place: framing is intact, readers skip them, and appending after them is safe.
+    """
+    end = 0
+    problem: WARCFormatError | None = None
+    for item in _scan(fh, path, parse=False):
+        if isinstance(item, WARCFormatError):
+            problem = item
+            break
+        end = item.offset + item.length
+    if problem is None:
+        return end
+    if problem.torn:
+        log.warning("%s; discarding the torn tail from offset %d", problem, problem.offset)
+    else:
+        side = _quarantine(path, fh, problem.offset)
+        log.warning("%s; moved the bytes from offset %d to %s", problem, problem.offset, side)
+    fh.truncate(problem.offset)
+    os.fsync(fh.fileno())
+    return problem.offset
+
+
+def append_exchange(
+    path: str | os.PathLike[str],
+    records: Sequence[PendingRecord],
+    *,
+    compress_level: int = COMPRESS_LEVEL,
+) -> list[RecordLocation]:
+    """Append ``records`` (one gzip member each) to the key's file; return offsets and lengths.
+
+    Holds an exclusive ``flock`` for the whole append, so appends from threads or processes
+    never interleave and never mistake another writer's record in progress for a torn tail.
+    Before writing, a torn tail left by a crash is cut off (see :func:`_repair_tail`) so new
+    records stay readable. Data is fsynced before returning. If writing fails, the file is cut
+    back to where it was and :class:`WARCWriteError` (or the OSError) is raised.
+    """
+    path = Path(path)
+    _make_dirs(path.parent)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        created = True
+    except FileExistsError:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        created = False
+    with os.fdopen(fd, "r+b", buffering=0) as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            start = _repair_tail(path, fh)
+            fh.seek(start)
+            writer = WARCWriter(fh, gzip=False, warc_version=WARC_VERSION)
+            locations: list[RecordLocation] = []
+            pos = start
+            try:
+                for rec in records:
+                    if rec._body is not None:
+                        rec._body.rewind()
+                    member = _GzipMember(fh, compress_level)
+                    writer.out = member
+                    writer.write_record(rec._record)
+                    if not member.finished:
+                        raise WARCWriteError("warcio did not finish the record")
+                    locations.append(RecordLocation(pos, member.written))
+                    pos += member.written
+                if fh.tell() != pos:
+                    raise WARCWriteError(f"file position {fh.tell()} != expected {pos}")
+                os.fsync(fh.fileno())
+            except BaseException:
+                _undo(fh, start, path)
+                raise
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    if created:
+        fsync_dir(path.parent)
+    return locations
+
+
+def _undo(fh: BinaryIO, start: int, path: Path) -> None:
+    try:
+        fh.truncate(start)
+        os.fsync(fh.fileno())
+    except OSError as exc:  # the next append repairs the torn tail
+        log.error("%s: could not cut back failed append to %d: %s", path, start, exc)
