@@ -145,7 +145,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Run the proxy in the foreground until SIGTERM or SIGINT."""
     import asyncio
 
-    from .proxy.modes import Mode
+    from .http.policy import Mode
     from .proxy.run import serve, setup_logging
 
     overrides: dict[str, object] = {}

@@ -64,6 +64,13 @@ class Config:
     read_timeout: float = 60.0
     finish_on_disconnect: bool = True
     freshness: tuple[FreshnessRule, ...] = ()
+    #: seconds a copy is served online without asking the origin again, unless the origin
+    #: said no-cache/no-store (WWWOFFLE's request-changed); 0: ask every time
+    request_changed: int = 600
+    #: a 4xx/5xx answer is recorded, but the good copy stays the one served offline
+    keep_good_copy: bool = True
+    #: `wwwproxy online` (and the /control/ switch to online) fetches the queue at once
+    fetch_on_online: bool = True
     urldb: Path = Path("urldb")
     source: str = "<defaults>"
 
@@ -132,6 +139,12 @@ def _as_seconds(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise ValueError(f"expected a positive number of seconds, got {value!r}")
     return float(value)
+
+
+def _as_whole_seconds(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a whole number of seconds >= 0, got {value!r}")
+    return value
 
 
 def _as_port(value: Any) -> int:
@@ -211,6 +224,9 @@ _KEYS: dict[str, Callable[[Any], Any]] = {
     "connect_timeout": _as_seconds,
     "read_timeout": _as_seconds,
     "finish_on_disconnect": _as_bool,
+    "request_changed": _as_whole_seconds,
+    "keep_good_copy": _as_bool,
+    "fetch_on_online": _as_bool,
     "freshness": lambda v: v,  # needs the source for per-item lines; handled below
     "urldb": lambda v: Path(_as_str(v)),
 }

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 import pytest
 
-from wwwproxy.proxy.modes import Mode
+from wwwproxy.http.policy import Mode
 
 from .conftest import EVIL_TITLE
 from .test_index import record

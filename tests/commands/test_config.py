@@ -13,7 +13,7 @@ import pytest
 
 from wwwproxy.commands.config import KEYS, edit_config_text
 from wwwproxy.config import ConfigError, load_config, parse_config
-from wwwproxy.proxy.modes import Mode
+from wwwproxy.http.policy import Mode
 
 from .conftest import TIMEOUT, Client, start_proxy
 

@@ -9,7 +9,7 @@ from urllib.parse import quote
 import aiohttp
 
 from wwwproxy.commands.context import TOKEN_COOKIE
-from wwwproxy.proxy.modes import Mode
+from wwwproxy.http.policy import Mode
 
 from .conftest import EVIL_TITLE, TIMEOUT, make_config, start_proxy
 

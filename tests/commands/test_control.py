@@ -7,7 +7,7 @@ import time
 from datetime import UTC, datetime
 
 from wwwproxy.commands.delete import purge
-from wwwproxy.proxy.modes import Mode
+from wwwproxy.http.policy import Mode
 from wwwproxy.url import canonicalize
 
 from .test_index import record

@@ -4,7 +4,7 @@ test_monitor_page.py)."""
 from __future__ import annotations
 
 from wwwproxy.fetch.monitor import load, monitor_path
-from wwwproxy.proxy.modes import Mode
+from wwwproxy.http.policy import Mode
 
 
 async def test_the_page_is_in_the_navigation_and_on_the_welcome_page(client):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wwwproxy.proxy.modes import Mode
+from wwwproxy.http.policy import Mode
 
 
 async def test_queued_requests_are_listed_and_cancelled(client, proxy, origin, fetch, visible):

@@ -6,7 +6,7 @@ import asyncio
 
 from wwwproxy.commands.refresh import GROUPS, select_links
 from wwwproxy.fetch.links import Link
-from wwwproxy.proxy.modes import Mode
+from wwwproxy.http.policy import Mode
 from wwwproxy.url import canonicalize
 
 

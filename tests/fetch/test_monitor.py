@@ -23,7 +23,7 @@ from wwwproxy.fetch.monitor import (
     parse_schedule,
 )
 from wwwproxy.fetch.prefetch import fetching_server
-from wwwproxy.proxy.modes import Mode
+from wwwproxy.http.policy import Mode
 from wwwproxy.url import canonicalize
 
 from .conftest import Site

@@ -35,7 +35,7 @@ from wwwproxy.fetch.prefetch import (
     redirect_task,
 )
 from wwwproxy.fetch.progress import Progress
-from wwwproxy.proxy.modes import Mode
+from wwwproxy.http.policy import Mode
 from wwwproxy.proxy.run import start
 from wwwproxy.url import canonicalize
 from wwwproxy.url.requestkey import request_key

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
+from ..http.policy import is_good, is_servable, vary_matches
 from ..url import URL, cache_name, surt, url_hash
 from .cdxj import CDXJError, CDXJRecord, Index, make_ref, parse_ref
 from .warc import (
@@ -93,7 +94,12 @@ class StoreError(Exception):
 def _servable(record: StoredRecord) -> bool:
     """A 304 has no body of its own and a 206 only a part of one: both are recorded, but
     never replayed as the resource."""
-    return record.status not in (206, 304)
+    return is_servable(record.status or 200)
+
+
+def _good(record: StoredRecord) -> bool:
+    """A 2xx/3xx capture: what stands for the resource while one exists."""
+    return is_good(record.status or 200)
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,12 @@ class CachedEntry:
     def open_body(self) -> BinaryIO:
         """The payload as stored (still Content-Encoded as the origin sent it)."""
         return self._cached.open_body()
+
+    @property
+    def request_headers(self) -> tuple[tuple[str, str], ...]:
+        """The recorded request's headers (for ``Vary``), empty if it was not recorded."""
+        request = self._cached.request
+        return tuple(request.http_headers) if request is not None else ()
 
     def request_body(self) -> bytes:
         """The recorded request's body (to tell apart non-GET requests sharing a key)."""
@@ -346,29 +358,53 @@ class Store:
     # --- reading -----------------------------------------------------------------------------
 
     def get(
-        self, url: URL, key: str | None = None, *, at: datetime | None = None
+        self,
+        url: URL,
+        key: str | None = None,
+        *,
+        at: datetime | None = None,
+        prefer_good: bool = True,
     ) -> CachedEntry | None:
         """The newest servable response for ``key`` (by default the URL's GET key), or the
-        newest recorded no later than ``at``."""
+        newest recorded no later than ``at``.  With ``prefer_good`` the newest 2xx/3xx
+        capture wins over newer error answers (keep-the-good-copy); without, or when there is
+        no good one, the newest servable capture of any status."""
         key = url.file if key is None else key
         problems: list[WARCFormatError] = []
-        cached = newest_response(
-            self.path_for(url, key),
-            archive_key=key,
-            accept=_servable,
-            at_or_before=at,
-            problems=problems,
-        )
+        path = self.path_for(url, key)
+        cached = None
+        for accept in (_good, _servable) if prefer_good else (_servable,):
+            cached = newest_response(
+                path, archive_key=key, accept=accept, at_or_before=at, problems=problems
+            )
+            if cached is not None:
+                break
         for problem in problems:
             log.warning("%s", problem)
         return CachedEntry.from_cached(key, cached) if cached is not None else None
 
-    def lookup(self, url: URL, key: str, method: str, body: bytes) -> CachedEntry | None:
+    def lookup(
+        self,
+        url: URL,
+        key: str,
+        method: str,
+        body: bytes,
+        request_headers: Sequence[tuple[str, str]] | None = None,
+        *,
+        prefer_good: bool = True,
+    ) -> CachedEntry | None:
         """What to serve for this request: for non-GET, only a capture whose recorded method
         and body equal the request's (two requests can share a key: the body is cut at 4096
-        characters, and MD5 can collide)."""
-        entry = self.get(url, key)
-        if entry is None or method in ("GET", "HEAD"):
+        characters, and MD5 can collide); with ``request_headers``, only a capture whose
+        ``Vary`` headers fit them."""
+        entry = self.get(url, key, prefer_good=prefer_good)
+        if entry is None:
+            return None
+        if request_headers is not None and not vary_matches(
+            entry.headers, entry.request_headers, request_headers
+        ):
+            return None
+        if method in ("GET", "HEAD"):
             return entry
         if (entry.request_method or "").upper() != method.upper():
             return None

@@ -24,7 +24,7 @@ from ruamel.yaml.util import load_yaml_guess_indent
 
 from ..config import Config, ConfigError, parse_config
 from ..fsutil import atomic_write
-from ..proxy.modes import Mode
+from ..http.policy import Mode
 from .context import Context, PageError
 from .template import esc, hidden
 

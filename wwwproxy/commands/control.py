@@ -12,7 +12,7 @@ import asyncio
 
 from aiohttp import web
 
-from ..proxy.modes import Mode
+from ..http.policy import Mode
 from .context import Context, PageError
 from .delete import purge
 from .template import button_form, esc, hidden

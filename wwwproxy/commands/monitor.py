@@ -17,7 +17,7 @@ from pathlib import Path
 from aiohttp import web
 
 from ..fetch import monitor
-from ..proxy.modes import Mode
+from ..http.policy import Mode
 from .context import Context, PageError
 from .template import button_form, esc, fmt_time, hidden, link, table
 

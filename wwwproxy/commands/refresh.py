@@ -24,8 +24,8 @@ from .. import __version__
 from ..archive.outgoing import QueuedRequest
 from ..archive.search import MAX_PAYLOAD, charset_param, decode_content
 from ..fetch.links import Link, extract_css_links, extract_html_links, is_css, is_html, same_host
-from ..proxy.modes import Mode
-from ..proxy.upstream import UpstreamError
+from ..http.policy import Mode
+from ..recording.upstream import UpstreamError
 from ..url import URL, InvalidURL, canonicalize
 from .context import Context, PageError
 from .template import esc, fmt_time, hidden, link, table

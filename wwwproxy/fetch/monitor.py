@@ -507,7 +507,7 @@ async def run_due(
     server: ProxyServer, path: str | os.PathLike[str], now: datetime | None = None
 ) -> list[tuple[str, str | None]]:
     """Fetch the due URLs (if the server is online or autodial); ``(url, error)`` each."""
-    from ..proxy.modes import Mode
+    from ..http.policy import Mode
 
     if server.state.mode not in (Mode.ONLINE, Mode.AUTODIAL):
         return []

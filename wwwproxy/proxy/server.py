@@ -1,8 +1,9 @@
-"""The aiohttp proxy server: routing, forwarding + recording, offline serving, queueing.
+"""The aiohttp proxy front: routing, answering from the archive, relaying what the engine fetches.
 
 One handler sees every request.  A request addressed to the proxy itself goes to the command
-URLs; anything else is canonicalized, given its archive key, and then fetched, served from the
-archive or queued as :func:`wwwproxy.proxy.modes.decide` says.
+URLs; anything else is canonicalized, given its archive key, and then fetched (through the
+recording engine), served from the archive or queued, as :func:`wwwproxy.http.policy.decide`
+says.  This module decides nothing of its own: it carries out the policy over aiohttp.
 """
 
 from __future__ import annotations
@@ -12,48 +13,44 @@ import contextlib
 import html
 import ipaddress
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from email.utils import format_datetime
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import aiohttp
 from aiohttp import web
 
-from ..archive.outgoing import OutgoingQueue, QueuedRequest
-from ..archive.store import CachedEntry, Recorder, Store, StoreError
-from ..archive.warc import ORIG_HEADER_PREFIX, WARCWriteError
-from ..config import Config
-from ..url import URL, InvalidURL, canonicalize
-from ..url.canonical import DEFAULT_PORTS
-from ..url.requestkey import request_key
-from ..http.headers import (
-    HOP_BY_HOP,
-    add_via,
-    end_to_end,
-    get_header,
-    set_header,
-    without_controls,
-)
-from .modes import (
+from ..archive.outgoing import QueuedRequest
+from ..archive.store import CachedEntry
+from ..http.content import ContentDecoder, decodes
+from ..http.headers import Headers, add_via, end_to_end, get_header, set_header
+from ..http.policy import (
+    CONDITIONAL_HEADERS,
     Action,
-    CacheState,
     Mode,
-    age_seconds,
-    client_freshness,
+    Stored,
+    accepts_coding,
+    after_upstream_error,
+    current_age,
     decide,
-    max_age_for,
+    not_modified,
+    not_modified_headers,
+    replay_headers,
+    request_directives,
 )
+from ..recording.engine import PSEUDONYM, Exchange
+from ..recording.services import Services
+from ..recording.upstream import UpstreamError
+from ..url import URL, InvalidURL, canonicalize
+from ..url.requestkey import request_key
 from .pages import page_response
 from .tunnel import tunnel
-from .upstream import UpstreamError, UpstreamTimeouts, describe_error, new_session, open_upstream
 
-__all__ = ["PSEUDONYM", "ProxyServer", "ProxyState"]
+__all__ = ["PSEUDONYM", "ProxyServer"]
 
 log = logging.getLogger("wwwproxy.proxy")
 
-PSEUDONYM = "wwwproxy"
 CHUNK = 64 * 1024
 MAX_REQUEST_BODY = 64 * 1024 * 1024  # a request body is read whole: its archive key needs it
 _FETCHABLE = ("http", "https")
@@ -62,124 +59,21 @@ _FETCHABLE = ("http", "https")
 # answering the browser) and must not make the upstream request wait for a 100.
 _NOT_FORWARDED = frozenset({"host", "content-length", "expect"})
 
-
-@dataclass
-class ProxyState:
-    """What can change while the server runs (mode switch, config reload)."""
-
-    config: Config
-    mode: Mode
-    started: datetime = field(default_factory=lambda: datetime.now(UTC))
-
-
-CommandHandler = Callable[[web.Request, "ProxyServer", URL | None], Awaitable[web.StreamResponse]]
+CommandHandler = Callable[[web.Request, Services, URL | None], Awaitable[web.StreamResponse]]
 
 
 class ProxyServer:
-    def __init__(
-        self,
-        config: Config,
-        store: Store,
-        *,
-        mode: Mode | None = None,
-        commands: CommandHandler | None = None,
-    ) -> None:
-        self.state = ProxyState(config, mode or Mode(config.mode))
-        self.store = store
-        self.queue = OutgoingQueue(store.root / "outgoing")
+    """The HTTP front over the shared :class:`Services`."""
+
+    def __init__(self, services: Services, *, commands: CommandHandler | None = None) -> None:
+        self.services = services
         self.commands = commands
-        self.session: aiohttp.ClientSession | None = None
-        self._own_names: set[str] = set()
-        self._background: set[asyncio.Task[Any]] = set()
         #: set when the server shuts down: open CONNECT tunnels end instead of holding it up
         self.closing = asyncio.Event()
-        self._apply_config(config)
-
-    # --- configuration -------------------------------------------------------------------
 
     @property
-    def config(self) -> Config:
-        return self.state.config
-
-    @property
-    def local_host(self) -> str:
-        """``host:port`` that path-only URLs name (the address browsers reach us at)."""
-        host = self.config.listen_host
-        if host in ("0.0.0.0", "::", ""):
-            host = "localhost"
-        return (
-            f"[{host}]:{self.config.listen_port}"
-            if ":" in host
-            else (f"{host}:{self.config.listen_port}")
-        )
-
-    def _apply_config(self, config: Config) -> None:
-        self.state.config = config
-        port = config.listen_port
-        names = {"localhost", "127.0.0.1", "[::1]", *config.names}
-        host = config.listen_host
-        names.add(f"[{host}]" if ":" in host else host)
-        self._own_names = {f"{n}:{port}" for n in names} | set(config.names)
-        self._own_hosts = {"localhost", "127.0.0.1", "::1", host.lower()} | {
-            n.strip("[]").rstrip(".") for n in config.names if _host_only(n)
-        }
-        self._freshness = [(r.regex, r.max_age) for r in config.freshness]
-
-    def reload(self, config: Config) -> None:
-        """SIGHUP: take the new config; the listening address needs a restart to change."""
-        self._apply_config(config)
-        self.state.mode = Mode(config.mode)
-
-    def is_own(self, url: URL, local: tuple[str, int] | None = None) -> bool:
-        """Does ``url`` name this proxy?  A configured name with our port, or any spelling of an
-        address we listen on (``localhost.``, ``[::ffff:127.0.0.1]``, the address the browser
-        reached us at: ``local``, the connection's own socket address).  Forwarding such a
-        request would send it back to ourselves."""
-        if url.local or url.hostport in self._own_names:
-            return True
-        port = url.port if url.port is not None else DEFAULT_PORTS.get(url.proto)
-        if port != self.config.listen_port:
-            return False
-        host = url.host.rstrip(".")
-        if host.startswith("[") and host.endswith("]"):
-            host = host[1:-1]
-        if host in self._own_hosts:
-            return True
-        addr = _ip(host)
-        if addr is None:
-            return False
-        if local is not None and addr == _ip(local[0]):
-            return True
-        listen = _ip(self.config.listen_host)
-        if listen is not None and listen.is_unspecified:
-            return addr.is_loopback or addr.is_unspecified
-        return addr == listen
-
-    # --- lifecycle -----------------------------------------------------------------------
-
-    async def start_session(self) -> None:
-        if self.session is None:
-            timeouts = UpstreamTimeouts(self.config.connect_timeout, self.config.read_timeout)
-            # No bound of our own: each upstream connection serves one browser request, and
-            # the browsers bound those per host.  A bound here would make every request to a
-            # host wait behind its long downloads, event streams and long polls.
-            self.session = new_session(timeouts, limit_per_host=0, limit=0)
-
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        """Run background work (a refresh job ...) that :meth:`close` cancels at shutdown."""
-        task = asyncio.ensure_future(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
-
-    async def close(self) -> None:
-        for task in list(self._background):
-            task.cancel()
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
-        if self.session is not None:
-            await self.session.close()
-            self.session = None
+    def config(self):  # noqa: ANN201 (a Config; kept short for the tunnel and tests)
+        return self.services.config
 
     def make_app(self) -> web.Application:
         @web.middleware
@@ -196,16 +90,12 @@ class ProxyServer:
         )
         app.router.add_route("*", "/{tail:.*}", self.handle)  # (reached through the middleware)
 
-        async def on_startup(_: web.Application) -> None:
-            await self.start_session()
-
         async def on_shutdown(_: web.Application) -> None:
             self.closing.set()
 
         async def on_cleanup(_: web.Application) -> None:
-            await self.close()
+            await self.services.close()
 
-        app.on_startup.append(on_startup)
         app.on_shutdown.append(on_shutdown)
         app.on_cleanup.append(on_cleanup)
         return app
@@ -233,7 +123,7 @@ class ProxyServer:
         if target.startswith("/"):
             return await self.command(request, None)
         try:
-            url = canonicalize(target, local_host=self.local_host)
+            url = canonicalize(target, local_host=self.services.local_host)
         except InvalidURL as exc:
             return page_response(
                 400,
@@ -242,7 +132,7 @@ class ProxyServer:
                 f"{html.escape(exc.reason)}.",
             )
         local = request.transport.get_extra_info("sockname") if request.transport else None
-        if self.is_own(url, local if isinstance(local, tuple) else None):
+        if self.services.is_own(url, local if isinstance(local, tuple) else None):
             return await self.command(request, url)
         if PSEUDONYM in (request.headers.get("Via") or ""):
             return page_response(
@@ -259,7 +149,7 @@ class ProxyServer:
                 "</code>.",
             )
         try:
-            body = await self._read_body(request)
+            body = await _read_body(request)
         except web.HTTPRequestEntityTooLarge:
             return page_response(
                 413,
@@ -275,126 +165,88 @@ class ProxyServer:
 
     async def command(self, request: web.Request, url: URL | None) -> web.StreamResponse:
         if self.commands is not None:
-            return await self.commands(request, self, url)
+            return await self.commands(request, self.services, url)
         return page_response(
             200,
             "wwwproxy",
-            f"Mode: <b>{html.escape(self.state.mode.value)}</b>. The command pages are coming.",
+            f"Mode: <b>{html.escape(self.services.mode.value)}</b>.",
         )
-
-    async def _read_body(self, request: web.Request) -> bytes:
-        if not request.body_exists:
-            return b""
-        chunks, size = [], 0
-        async for chunk in request.content.iter_chunked(CHUNK):
-            size += len(chunk)
-            if size > MAX_REQUEST_BODY:
-                raise web.HTTPRequestEntityTooLarge(max_size=MAX_REQUEST_BODY, actual_size=size)
-            chunks.append(chunk)
-        return b"".join(chunks)
 
     async def proxy(self, request: web.Request, url: URL, body: bytes) -> web.StreamResponse:
+        services = self.services
         method = request.method
+        mode = services.mode
         key = request_key(url.file, method, request.headers.get("Content-Type"), body)
-        cached = await asyncio.to_thread(self.store.lookup, url, key, method, body)
-        if cached is None and method == "HEAD" and self.state.mode is not Mode.ONLINE:
+        headers = list(request.headers.items())
+        prefer_good = services.config.keep_good_copy
+        cached = await asyncio.to_thread(
+            services.store.lookup, url, key, method, body, headers, prefer_good=prefer_good
+        )
+        if cached is None and method == "HEAD" and mode is not Mode.ONLINE:
             # a HEAD can be answered from the GET capture's head (RFC 9111 §4) when we are
             # not going to ask the origin anyway; online, the HEAD is forwarded as such
-            cached = await asyncio.to_thread(self.store.lookup, url, url.file, "GET", b"")
-        now = datetime.now(UTC)
-        state = CacheState(cached.date, cached.has_validators) if cached is not None else None
-        force, client_max_age = client_freshness(
-            request.headers.get("Cache-Control"), request.headers.get("Pragma")
+            cached = await asyncio.to_thread(
+                services.store.lookup, url, url.file, "GET", b"", headers, prefer_good=prefer_good
+            )
+        stored = Stored(cached.date, cached.status, cached.headers) if cached else None
+        action = decide(
+            mode,
+            stored,
+            datetime.now(UTC),
+            method=method,
+            directives=request_directives(
+                request.headers.get("Cache-Control"), request.headers.get("Pragma")
+            ),
+            rule_max_age=services.rule_max_age(url.canonical),
+            request_changed=services.config.request_changed,
         )
-        max_age = max_age_for(url.canonical, self._freshness)
-        if max_age is not None and client_max_age is not None:
-            max_age = min(max_age, client_max_age)
-        action = decide(self.state.mode, state, now, max_age=max_age, force=force, method=method)
         if action is Action.SERVE:
             assert cached is not None
             return await self.serve_cached(request, cached)
+        if action is Action.SERVE_AND_QUEUE:
+            assert cached is not None
+            await asyncio.to_thread(services.queue.add, self._queued(request, url, key, body))
+            return await self.serve_cached(request, cached)
         if action is Action.QUEUE:
             return await self.queue_request(request, url, key, body)
+        if action is Action.UNAVAILABLE:
+            return page_response(
+                504,
+                "Not cached",
+                f"<code>{html.escape(url.canonical)}</code> is not in the cache, and the "
+                "request asked for a cached answer only.",
+            )
+        exchange = Exchange(
+            url,
+            key,
+            method,
+            [(k, v) for k, v in headers if k.lower() not in _NOT_FORWARDED],
+            body,
+            request.version[:2],
+        )
+        sink = BrowserSink(request)
         try:
-            return await self.fetch(
-                request, url, key, body, cached if action is Action.REVALIDATE else None
+            outcome = await services.engine.fetch(
+                exchange,
+                revalidate=cached if action is Action.REVALIDATE else None,
+                sink=sink,
             )
         except UpstreamError as exc:
-            if cached is not None:
+            fallback = after_upstream_error(mode, cached is not None)
+            if fallback is Action.SERVE:
+                assert cached is not None
                 return await self.serve_cached(request, cached, stale=exc.reason)
-            if self.state.mode is Mode.AUTODIAL:
+            if fallback is Action.QUEUE:
                 return await self.queue_request(request, url, key, body, reason=exc.reason)
-            return self.upstream_error_page(exc)
-
-    # --- the queue -----------------------------------------------------------------------
-
-    async def fetch_to_archive(
-        self, url: URL, key: str, method: str, headers: list[tuple[str, str]], body: bytes
-    ) -> int:
-        """Fetch without a browser (the queue, prefetching) through the same recording path;
-        returns the status.  Raises :class:`UpstreamError`, and the archive's errors
-        (StoreError, WARCWriteError, OSError, ValueError for headers it cannot store)."""
-        await self.start_session()
-        assert self.session is not None
-        fwd = add_via(end_to_end(headers), (1, 1), PSEUDONYM)
-        upstream = await open_upstream(self.session, method, url, fwd, body)
-        try:
-            raw_headers = _decode_headers(upstream.raw_headers)
-            recorder = self.store.recorder(
-                url,
-                key,
-                method=method,
-                request_headers=[("Host", url.hostport), *fwd],
-                request_body=body,
-            )
-            try:
-                async for chunk in upstream.content.iter_chunked(CHUNK):
-                    recorder.write(chunk)
-            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                recorder.abort()
-                reason, status = describe_error(exc)
-                raise UpstreamError(url.canonical, reason, status) from exc
-            await _finish_record(recorder, upstream, raw_headers)
-            return upstream.status
-        finally:
-            upstream.release()
-
-    async def fetch_queue(self) -> tuple[int, int]:
-        """Fetch every queued request; a fetched one leaves the queue.  (fetched, failed)"""
-        fetched = failed = 0
-        for _path, item in await asyncio.to_thread(lambda: list(self.queue.entries())):
-            if isinstance(item, ValueError):
-                log.warning("%s", item)
-                failed += 1
-                continue
-            try:
-                url = canonicalize(item.url, local_host=self.local_host)
-                await self.fetch_to_archive(
-                    url, item.key, item.method, list(item.headers), item.body
-                )
-            except (ValueError, UpstreamError, StoreError, WARCWriteError, OSError) as exc:
-                log.warning("queued %s not fetched: %s", item.url, exc)
-                failed += 1
-                continue
-            self.queue.remove(item.key)
-            fetched += 1
-        return fetched, failed
+            return upstream_error_page(exc)
+        if outcome.not_modified is not None:
+            return await self.serve_cached(request, outcome.not_modified)
+        return sink.response or page_response(502, "Bad gateway", "No answer was relayed.")
 
     # --- answers -------------------------------------------------------------------------
 
-    def upstream_error_page(self, exc: UpstreamError) -> web.Response:
-        title = "Gateway timeout" if exc.status == 504 else "Bad gateway"
-        return page_response(
-            exc.status,
-            title,
-            f"Could not fetch <code>{html.escape(exc.url)}</code>: {html.escape(exc.reason)}.",
-            links=[("/control/", "Control page"), ("/outgoing/", "Outgoing queue")],
-        )
-
-    async def queue_request(
-        self, request: web.Request, url: URL, key: str, body: bytes, reason: str | None = None
-    ) -> web.Response:
-        queued = QueuedRequest(
+    def _queued(self, request: web.Request, url: URL, key: str, body: bytes) -> QueuedRequest:
+        return QueuedRequest(
             url=url.file,
             key=key,
             method=request.method,
@@ -404,12 +256,16 @@ class ProxyServer:
                 end_to_end(
                     (k, v)
                     for k, v in request.headers.items()
-                    if k.lower() not in _NOT_FORWARDED and k.lower() not in _CONDITIONAL
+                    if k.lower() not in _NOT_FORWARDED and k.lower() not in CONDITIONAL_HEADERS
                 )
             ),
             body=body,
         )
-        await asyncio.to_thread(self.queue.add, queued)
+
+    async def queue_request(
+        self, request: web.Request, url: URL, key: str, body: bytes, reason: str | None = None
+    ) -> web.Response:
+        await asyncio.to_thread(self.services.queue.add, self._queued(request, url, key, body))
         why = (
             f"The server could not be reached ({html.escape(reason)}), so"
             if reason
@@ -431,12 +287,26 @@ class ProxyServer:
         headers = replay_headers(cached.headers)
         recorded_length = get_header(cached.headers, "Content-Length")
         headers = [(n, v) for n, v in headers if n.lower() not in ("content-length", "age")]
-        if _bodiless(cached) and recorded_length is not None:
+        coding = get_header(cached.headers, "Content-Encoding")
+        decoder: ContentDecoder | None = None
+        if (
+            not _bodiless(cached)
+            and not accepts_coding(request.headers.get("Accept-Encoding"), coding)
+            and decodes(coding)
+        ):
+            # Vary: Accept-Encoding: this client cannot take the coded copy: decode it on the
+            # way out (a different representation, so its ETag becomes weak)
+            decoder = ContentDecoder(coding)
+            headers = [(n, v) for n, v in headers if n.lower() != "content-encoding"]
+            etag = get_header(headers, "ETag")
+            if etag and not etag.startswith("W/"):
+                headers = set_header(headers, "ETag", "W/" + etag)
+        elif _bodiless(cached) and recorded_length is not None:
             # a HEAD (or 204/304) answer: its Content-Length describes the GET body it lacks
             headers.append(("Content-Length", recorded_length))
         elif not _bodiless(cached):
             headers.append(("Content-Length", str(cached.payload_length)))
-        age = age_seconds(cached.date, now, get_header(cached.headers, "Age"))
+        age = current_age(cached.date, now, get_header(cached.headers, "Age"))
         headers.append(("Age", str(age)))
         # ours alone: an X-Cache the origin's CDN sent stays in the archive, not in the answer
         headers = set_header(headers, "X-Cache", "HIT")
@@ -444,24 +314,41 @@ class ProxyServer:
             headers.append(("Warning", f'111 {PSEUDONYM} "Revalidation Failed"'))
             headers = set_header(headers, "X-Cache-Stale", stale)
         headers = add_via(headers, (1, 1), PSEUDONYM)
-        response = _Forwarded(status=cached.status, reason=cached.reason)
+        status, reason = cached.status, cached.reason
+        send_body = request.method != "HEAD"
+        if stale is None and not_modified(
+            request.method, request.headers.items(), cached.status, cached.headers
+        ):
+            # the browser's own validators match the copy: RFC 9111 §4.3.2
+            status, reason, send_body = 304, "Not Modified", False
+            headers = not_modified_headers(headers) + [
+                (n, v) for n, v in headers if n in ("Age", "X-Cache", "Via")
+            ]
+        response = _Forwarded(status=status, reason=reason)
         for name, value in _sendable(headers):
             response.headers.add(name, value)
         try:
             await response.prepare(request)
         except ConnectionError:
             return response  # the browser left while the copy was looked up
-        if request.method != "HEAD":
+        if send_body:
             # one thread hop opens the copy and reads its start: for most pages, all of it
             stream, chunk = await asyncio.to_thread(_open_and_read, cached)
             try:
                 while chunk:
-                    await response.write(chunk)
+                    await response.write(decoder.feed(chunk) if decoder else chunk)
                     if stream is None:
                         break
                     chunk = await asyncio.to_thread(stream.read, CHUNK)
+                if decoder is not None:
+                    await response.write(decoder.flush())
             except ConnectionError:
                 pass
+            except ValueError as exc:  # a coded copy that does not decode: cut it off
+                log.warning("cached copy of %s does not decode: %s", cached.target_uri, exc)
+                if request.transport is not None:
+                    request.transport.close()
+                return response
             finally:
                 if stream is not None:
                     stream.close()
@@ -469,156 +356,70 @@ class ProxyServer:
             await response.write_eof()
         return response
 
-    def _upstream_headers(
-        self, request: web.Request, cached: CachedEntry | None
-    ) -> list[tuple[str, str]]:
-        headers = end_to_end(
-            (k, v) for k, v in request.headers.items() if k.lower() not in _NOT_FORWARDED
-        )
-        headers = add_via(headers, request.version[:2], PSEUDONYM)
-        if cached is not None:
-            etag = get_header(cached.headers, "ETag")
-            modified = get_header(cached.headers, "Last-Modified")
-            if etag:
-                headers = set_header(headers, "If-None-Match", etag)
-            if modified:
-                headers = set_header(headers, "If-Modified-Since", modified)
-        return headers
 
-    async def fetch(
-        self,
-        request: web.Request,
-        url: URL,
-        key: str,
-        body: bytes,
-        cached: CachedEntry | None,
-    ) -> web.StreamResponse:
-        """Forward to the origin, streaming to the browser and into the archive at once."""
-        assert self.session is not None
-        method = request.method
-        if _conditional(request):
-            cached = None  # the browser's own validators go upstream, its 304 comes back
-        fwd_headers = self._upstream_headers(request, cached)
-        upstream = await open_upstream(self.session, method, url, fwd_headers, body)
-        try:
-            if upstream.status == 304 and cached is not None:
-                return await self._not_modified(
-                    request, url, key, body, fwd_headers, cached, upstream
-                )
-            return await self._relay(request, url, key, body, fwd_headers, upstream)
-        finally:
-            upstream.release()
+class BrowserSink:
+    """The engine's :class:`~wwwproxy.recording.engine.Sink` for a browser's connection: the
+    origin's answer relayed with ``Via`` and ``X-Cache: MISS``, or a 304 when the browser's own
+    validators match it (the whole answer is still recorded)."""
 
-    async def _relay(
-        self,
-        request: web.Request,
-        url: URL,
-        key: str,
-        body: bytes,
-        fwd_headers: list[tuple[str, str]],
-        upstream: aiohttp.ClientResponse,
-    ) -> web.StreamResponse:
-        raw_headers = _decode_headers(upstream.raw_headers)
-        recorder = self.store.recorder(
-            url,
-            key,
-            method=request.method,
-            request_headers=_request_record_headers(request, url, fwd_headers),
-            request_body=body,
-        )
-        headers = end_to_end(raw_headers)
-        headers = add_via(headers, upstream.version[:2] if upstream.version else (1, 1), PSEUDONYM)
-        headers = set_header(headers, "X-Cache", "MISS")  # ours alone (see serve_cached)
-        response = _Forwarded(status=upstream.status, reason=upstream.reason)
-        for name, value in _sendable(headers):
+    def __init__(self, request: web.Request) -> None:
+        self.request = request
+        self.response: web.StreamResponse | None = None
+        self._swallow = False
+
+    async def start(
+        self, status: int, reason: str, headers: Headers, version: tuple[int, int]
+    ) -> bool:
+        request = self.request
+        out = add_via(end_to_end(headers), version, PSEUDONYM)
+        out = set_header(out, "X-Cache", "MISS")  # ours alone (see serve_cached)
+        if not_modified(request.method, request.headers.items(), status, headers):
+            status, reason, self._swallow = 304, "Not Modified", True
+            out = not_modified_headers(out) + [(n, v) for n, v in out if n in ("X-Cache", "Via")]
+        response = _Forwarded(status=status, reason=reason)
+        for name, value in _sendable(out):
             response.headers.add(name, value)
-        has_length = get_header(raw_headers, "Content-Length") is not None
+        has_length = get_header(headers, "Content-Length") is not None
         if not has_length and request.version < aiohttp.HttpVersion11:
             response.force_close()
-        client_ok = True
+        self.response = response
         try:
             await response.prepare(request)
         except ConnectionError:
-            client_ok = False
-        # Every part goes to the browser as it arrives (a page that renders progressively,
-        # server-sent events), but what completes the body in the browser's eyes is held back
-        # until the exchange is recorded: the last byte of a Content-Length body, else the end
-        # of the chunked body or the connection's close.  So whatever the browser has received
-        # in full is in the archive (switching offline right after a page has loaded finds it).
-        expected = _content_length(raw_headers)
-        received = 0
-        complete = False
-        held = b""
+            return False
+        return True
+
+    async def write(self, chunk: bytes) -> bool:
+        """Write to the browser; False once it has gone.  (A write waiting for a slow browser
+        that then leaves fails with a plain ConnectionError, not ConnectionResetError.)"""
+        if self._swallow:
+            return True
+        assert self.response is not None
         try:
-            async for chunk in upstream.content.iter_chunked(CHUNK):
-                recorder.write(chunk)
-                received += len(chunk)
-                if expected is not None and received >= expected:
-                    chunk, held = chunk[:-1], held + chunk[-1:]
-                if client_ok and chunk:
-                    client_ok = await _send(response, chunk)
-                    if not client_ok and not self.config.finish_on_disconnect:
-                        break
-            else:
-                complete = True
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            reason, _ = describe_error(exc)
-            log.warning("upstream body of %s failed: %s", url.canonical, reason)
-        if complete:
-            try:
-                await _finish_record(recorder, upstream, raw_headers)
-            except (StoreError, WARCWriteError, ValueError, OSError) as exc:
-                # the browser still gets its answer; the archive problem is the log's
-                log.error("%s was not recorded: %s", url.canonical, exc)
-        else:
-            recorder.abort()
-        if client_ok and held:
-            client_ok = await _send(response, held)
-        if not complete and client_ok:
+            await self.response.write(chunk)
+        except ConnectionError:
+            return False
+        return True
+
+    async def end(self, complete: bool) -> None:
+        if not complete:
             # a cut-off body must look cut off to the browser, never complete
-            if request.transport is not None:
-                request.transport.close()
-            return response
-        if client_ok:
-            with contextlib.suppress(ConnectionError):
-                await response.write_eof()
-        return response
+            if self.request.transport is not None:
+                self.request.transport.close()
+            return
+        assert self.response is not None
+        with contextlib.suppress(ConnectionError):
+            await self.response.write_eof()
 
-    async def _not_modified(
-        self,
-        request: web.Request,
-        url: URL,
-        key: str,
-        body: bytes,
-        fwd_headers: list[tuple[str, str]],
-        cached: CachedEntry,
-        upstream: aiohttp.ClientResponse,
-    ) -> web.StreamResponse:
-        """304 to our revalidation: serve the cached copy and record it again as a revisit."""
-        updated = list(cached.headers)
-        for name, value in without_controls(upstream.headers.items()):
-            if name.lower() in ("date", "etag", "expires", "cache-control", "last-modified"):
-                updated = set_header(updated, name, value)
 
-        def record() -> None:
-            recorder = self.store.recorder(
-                url,
-                key,
-                method=request.method,
-                request_headers=_request_record_headers(request, url, fwd_headers),
-                request_body=body,
-            )
-            with cached.open_body() as stream:
-                while chunk := stream.read(CHUNK):
-                    recorder.write(chunk)
-            recorder.finish(cached.status, cached.reason, updated)
-
-        try:
-            await asyncio.to_thread(record)
-        except (StoreError, WARCWriteError, ValueError, OSError) as exc:
-            log.error("revisit of %s was not recorded: %s", url.canonical, exc)
-        fresh = await asyncio.to_thread(self.store.lookup, url, key, request.method, body)
-        return await self.serve_cached(request, fresh or cached)
+def upstream_error_page(exc: UpstreamError) -> web.Response:
+    title = "Gateway timeout" if exc.status == 504 else "Bad gateway"
+    return page_response(
+        exc.status,
+        title,
+        f"Could not fetch <code>{html.escape(exc.url)}</code>: {html.escape(exc.reason)}.",
+        links=[("/control/", "Control page"), ("/outgoing/", "Outgoing queue")],
+    )
 
 
 class _Forwarded(web.StreamResponse):
@@ -633,13 +434,16 @@ class _Forwarded(web.StreamResponse):
             self.headers.popall(name, None)
 
 
-def _decode_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
-    """Header bytes as text the archive turns back into the same bytes (UTF-8 with
-    surrogateescape, as aiohttp decodes request headers and the WARC layer encodes them),
-    but for control characters, which neither the browser nor the archive is sent."""
-    return without_controls(
-        (n.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape")) for n, v in raw
-    )
+async def _read_body(request: web.Request) -> bytes:
+    if not request.body_exists:
+        return b""
+    chunks, size = [], 0
+    async for chunk in request.content.iter_chunked(CHUNK):
+        size += len(chunk)
+        if size > MAX_REQUEST_BODY:
+            raise web.HTTPRequestEntityTooLarge(max_size=MAX_REQUEST_BODY, actual_size=size)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _sendable(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -656,41 +460,6 @@ def _sendable(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
-async def _send(response: web.StreamResponse, chunk: bytes) -> bool:
-    """Write to the browser; False once it has gone.  (A write waiting for a slow browser
-    that then leaves fails with a plain ConnectionError, not ConnectionResetError.)"""
-    try:
-        await response.write(chunk)
-    except ConnectionError:
-        return False
-    return True
-
-
-def _content_length(headers: Iterable[tuple[str, str]]) -> int | None:
-    """The Content-Length the origin announced (aiohttp has refused the response if it is
-    malformed or repeated with different values), or None for a chunked or
-    close-delimited body."""
-    value = get_header(headers, "Content-Length")
-    value = value.strip() if value is not None else None
-    return int(value) if value and value.isascii() and value.isdigit() else None
-
-
-def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """An IP address (v4-mapped v6 as v4), or None for a name."""
-    try:
-        addr = ipaddress.ip_address(text.split("%", 1)[0])
-    except ValueError:
-        return None
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        return addr.ipv4_mapped
-    return addr
-
-
-def _host_only(name: str) -> bool:
-    """A configured name without a port (``names`` may hold ``host`` or ``host:port``)."""
-    return ":" not in name or (name.startswith("[") and name.endswith("]"))
-
-
 def _bodiless(cached: CachedEntry) -> bool:
     """A capture whose recorded Content-Length is not its (empty) payload's length."""
     return (
@@ -698,37 +467,6 @@ def _bodiless(cached: CachedEntry) -> bool:
         or cached.status in (204, 304)
         or 100 <= cached.status < 200
     )
-
-
-def replay_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The recorded headers a replay sends: end-to-end ones, without the archive's renamed
-    transfer-coding headers (``X-Archive-Orig-Transfer-Encoding`` describes a hop the replay
-    does not repeat: it is sent with a Content-Length)."""
-    prefix = ORIG_HEADER_PREFIX.lower()
-    return [
-        (n, v)
-        for n, v in end_to_end(headers)
-        if not (n.lower().startswith(prefix) and n.lower()[len(prefix) :] in HOP_BY_HOP)
-    ]
-
-
-#: Request headers that make the answer depend on what the browser already has (RFC 9110
-#: §13.1, §14.2): a 304, 412 or 206 is the browser's own to receive, not the resource.
-_CONDITIONAL = frozenset(
-    {"if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range", "range"}
-)
-
-
-def _conditional(request: web.Request) -> bool:
-    """The browser asked conditionally (or for a part) itself: the answer is its own."""
-    return any(name.lower() in _CONDITIONAL for name in request.headers)
-
-
-def _request_record_headers(
-    request: web.Request, url: URL, fwd_headers: list[tuple[str, str]]
-) -> list[tuple[str, str]]:
-    """The request as sent upstream, for the WARC request record."""
-    return [("Host", url.hostport), *fwd_headers]
 
 
 def http_date(dt: datetime) -> str:
@@ -749,22 +487,3 @@ def _open_and_read(cached: CachedEntry) -> tuple[BinaryIO | None, bytes]:
     if len(first) < CHUNK:
         first += more
     return stream, first
-
-
-async def _finish_record(
-    recorder: Recorder, upstream: aiohttp.ClientResponse, raw_headers: list[tuple[str, str]]
-) -> None:
-    """Write the exchange in a thread, so a large body's digest + gzip never stalls the loop."""
-    await asyncio.to_thread(
-        recorder.finish,
-        upstream.status,
-        upstream.reason or "",
-        raw_headers,
-        _http_version(upstream),
-    )
-
-
-def _http_version(upstream: aiohttp.ClientResponse) -> str:
-    """The origin's HTTP version, for the recorded status line."""
-    version = upstream.version or aiohttp.HttpVersion11
-    return f"HTTP/{version.major}.{version.minor}"

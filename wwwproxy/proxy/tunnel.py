@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from ..http.policy import Mode
 from ..url import InvalidURL, canonicalize
-from .modes import Mode
 from .pages import page_response
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ async def tunnel(request: web.Request, server: ProxyServer) -> web.StreamRespons
             f"CONNECT to port {port} is not allowed (allowed: "
             f"{', '.join(map(str, server.config.connect_ports))}).",
         )
-    if server.state.mode is Mode.OFFLINE:
+    if server.services.mode is Mode.OFFLINE:
         return page_response(
             503,
             "Offline",

@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from wwwproxy.proxy.upstream import basic_authorization
+from wwwproxy.recording.upstream import basic_authorization
 from wwwproxy.url import canonicalize
 
 

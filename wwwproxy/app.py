@@ -1,0 +1,236 @@
+"""Wiring: builds the services (store, queue, search index, recording engine, mode) and the
+proxy server, and runs ``wwwproxy serve``.  Everything below gets what it needs from here; the
+CLI sits above."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from .archive.search import SearchIndex
+from .archive.store import Store
+from .commands import handle_command
+from .config import Config, ConfigError, load_config
+from .fetch.monitor import monitor_loop, monitor_path
+from .http.policy import Mode
+from .proxy.accesslog import SHUTDOWN_TIMEOUT, AccessLogger, quiet_bad_requests
+from .proxy.server import ProxyServer
+from .recording.engine import Engine
+from .recording.services import Services
+from .recording.upstream import UpstreamTimeouts
+
+__all__ = ["Running", "build_services", "open_services", "serve", "start"]
+
+log = logging.getLogger("wwwproxy")
+
+IO_THREADS = 32
+COMPACT_EVERY = 60.0  # seconds between checks of the index journal
+COMPACT_BYTES = 256 * 1024  # journal size that triggers a merge into the sorted index
+SEARCH_FLUSH = 120.0  # seconds to wait at the end for the search index to catch up
+
+
+def open_search(store: Store) -> SearchIndex | None:
+    """The full-text index, following every recording of ``store``; None (and a warning) if
+    its database cannot be used: recording never depends on it."""
+    try:
+        search = SearchIndex(store.root)
+    except (ValueError, sqlite3.Error) as exc:
+        log.warning("the search index is not kept up to date: %s", exc)
+        return None
+    search.attach(store)
+    return search
+
+
+def build_services(
+    config: Config,
+    *,
+    mode: Mode | None = None,
+    store: Store | None = None,
+    search: bool = True,
+    resolver: aiohttp.abc.AbstractResolver | None = None,
+    limit_per_host: int = 0,
+) -> Services:
+    """The one services object of a process.  ``resolver`` replaces DNS (tests send
+    ``example.com`` to local servers); ``limit_per_host`` bounds connections to one origin
+    (the crawler is polite; the proxy leaves that to the browsers)."""
+    store = store or Store(config.cache)
+    engine = Engine(
+        store,
+        UpstreamTimeouts(config.connect_timeout, config.read_timeout),
+        finish_on_disconnect=config.finish_on_disconnect,
+        resolver=resolver,
+        limit_per_host=limit_per_host,
+    )
+    return Services(
+        config,
+        store,
+        mode=mode,
+        search=open_search(store) if search else None,
+        engine=engine,
+    )
+
+
+async def close_services(services: Services) -> None:
+    """Cancel background work, close the upstream session, let the search index catch up."""
+    await services.close()
+    if services.search is not None:
+        if not await asyncio.to_thread(services.search.flush, SEARCH_FLUSH):
+            log.warning("the search index was not brought up to date: run a rebuild on /search/")
+        await asyncio.to_thread(services.search.close)
+
+
+@contextlib.asynccontextmanager
+async def open_services(config: Config, **kwargs: Any) -> AsyncIterator[Services]:
+    """:func:`build_services` for a command that does not listen (``wwwproxy fetch``)."""
+    services = await asyncio.to_thread(lambda: build_services(config, **kwargs))
+    try:
+        yield services
+    finally:
+        await close_services(services)
+
+
+@dataclasses.dataclass
+class Running:
+    server: ProxyServer
+    runner: web.AppRunner
+    port: int
+
+    @property
+    def services(self) -> Services:
+        return self.server.services
+
+    async def stop(self) -> None:
+        """Stop listening, let in-flight requests finish (bounded), close the archive."""
+        await self.runner.cleanup()
+
+
+async def start(config: Config, *, mode: Mode | None = None) -> Running:
+    """Start the proxy on ``config.listen`` (port 0: any free port) and return at once."""
+    quiet_bad_requests()
+    # recording waits mostly on fsync: more threads than asyncio's default (cores + 4) keep
+    # one slow disk flush from holding up every other response
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="wwwproxy-io")
+    )
+    services = build_services(config, mode=mode)
+    server = ProxyServer(services, commands=handle_command)
+    runner = web.AppRunner(
+        server.make_app(),
+        access_log_class=AccessLogger,
+        handle_signals=False,
+        shutdown_timeout=SHUTDOWN_TIMEOUT,
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, config.listen_host, config.listen_port, reuse_address=True)
+    try:
+        await site.start()
+    except OSError:
+        await runner.cleanup()
+        raise
+    sockets = [s for s in (site._server.sockets if site._server else [])]  # noqa: SLF001
+    port = sockets[0].getsockname()[1] if sockets else config.listen_port
+    if config.listen_port == 0:
+        services.reload(dataclasses.replace(config, listen_port=port))
+    return Running(server, runner, port)
+
+
+async def compact_loop(
+    store: Store, *, every: float = COMPACT_EVERY, min_bytes: int = COMPACT_BYTES
+) -> None:
+    """Merge the index journal into the sorted index in the background, so lookups stay
+    binary searches instead of re-reading an ever-growing journal."""
+    while True:
+        await asyncio.sleep(every)
+        try:
+            if await asyncio.to_thread(store.index.journal_bytes) >= min_bytes:
+                count = await asyncio.to_thread(store.index.compact)
+                log.info("index compacted: %s records", count)
+        except Exception:  # noqa: BLE001 (never fatal: the journal keeps serving lookups)
+            log.exception("index compaction failed; will retry")
+
+
+async def serve(
+    config_path: str | Path | None,
+    overrides: dict[str, Any],
+    *,
+    mode: Mode | None = None,
+    on_ready: Callable[[Running], None] | None = None,
+) -> int:
+    """``wwwproxy serve``: run until SIGTERM/SIGINT; SIGHUP re-reads the config file (the
+    mode is state: a reload keeps it)."""
+
+    def load() -> Config:
+        return dataclasses.replace(load_config(config_path), **overrides)
+
+    config = load()
+    config.cache.mkdir(parents=True, exist_ok=True)
+    running = await start(config, mode=mode)
+    services = running.services
+    monitor = asyncio.create_task(monitor_loop(services, monitor_path(config.cache)))
+    compactor = asyncio.create_task(compact_loop(services.store))
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def reload() -> None:
+        try:
+            new = load()
+        except ConfigError as exc:
+            log.error("config not reloaded, keeping the old one:\n%s", exc)
+            return
+        if (new.listen_host, new.listen_port, new.cache) != (
+            config.listen_host,
+            config.listen_port,
+            config.cache,
+        ):
+            log.warning("listen address and cache change only with a restart")
+        services.reload(
+            dataclasses.replace(
+                new,
+                listen_host=config.listen_host,
+                listen_port=running.port,
+                cache=config.cache,
+            )
+        )
+        log.info("configuration reloaded from %s (mode stays %s)", new.source, services.mode)
+
+    loop.add_signal_handler(signal.SIGHUP, reload)
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    log.info(
+        "wwwproxy listening on %s (mode %s, cache %s, config %s)",
+        services.config.listen,
+        services.mode.value,
+        config.cache,
+        config.source,
+    )
+    if on_ready is not None:
+        on_ready(running)
+    await stop.wait()
+    for task in (monitor, compactor):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    log.info("stopping: finishing requests in flight")
+    await running.stop()
+    try:
+        count = await asyncio.to_thread(services.store.index.compact)
+        if count is not None:
+            log.info("index compacted: %s records", count)
+    except Exception:  # noqa: BLE001 (the journal is still valid; the next start merges it)
+        log.exception("index compaction at exit failed")
+    # index what is still queued for search and close the database cleanly (no -wal left)
+    if services.search is not None:
+        await asyncio.to_thread(services.search.close)
+    log.info("stopped")
+    return 0

@@ -1,0 +1,292 @@
+"""The one fetch-and-record engine: every request that goes upstream goes through here.
+
+The proxy (with a browser waiting), ``wwwproxy fetch``, ``/refresh/``, monitors and the queue
+all call :meth:`Engine.fetch`.  It sends the request, and tees the body to the browser (a
+:class:`Sink`, when there is one) and into the archive at once; a 304 to a revalidation becomes
+a revisit of the stored copy; a browser that leaves does not stop the recording
+(``finish_on_disconnect``).  What to do (fetch, revalidate, serve, queue) is decided by
+:mod:`wwwproxy.http.policy`, never here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import aiohttp
+
+from ..archive.store import CachedEntry, Recorder, Store, StoreError
+from ..archive.warc import WARCWriteError
+from ..http.headers import Headers, add_via, end_to_end, get_header, without_controls
+from ..http.policy import merge_not_modified, revalidation_headers, without_conditionals
+from ..url import URL
+from .upstream import UpstreamError, UpstreamTimeouts, describe_error, new_session, open_upstream
+
+__all__ = ["PSEUDONYM", "Engine", "Exchange", "Outcome", "Sink"]
+
+log = logging.getLogger("wwwproxy.recording")
+
+PSEUDONYM = "wwwproxy"
+CHUNK = 64 * 1024
+#: what the archive cannot hold or write: the answer still reaches the browser
+RECORDING_ERRORS = (StoreError, WARCWriteError, ValueError, OSError)
+
+
+@dataclass
+class Exchange:
+    """One request to send upstream, as the archive will record it."""
+
+    url: URL
+    key: str  # the archive key (the URL's file string, or a non-GET key)
+    method: str = "GET"
+    #: end-to-end request headers, without Host and Content-Length (aiohttp writes them)
+    headers: Headers = field(default_factory=list)
+    body: bytes = b""
+    #: the HTTP version the request came with, for ``Via``
+    version: tuple[int, int] = (1, 1)
+
+
+class Sink(Protocol):
+    """Where a relayed answer goes while it is recorded (the browser's connection)."""
+
+    async def start(
+        self, status: int, reason: str, headers: Headers, version: tuple[int, int]
+    ) -> bool:
+        """Send the status line and headers; False if the browser has gone."""
+        ...
+
+    async def write(self, chunk: bytes) -> bool:
+        """Send part of the body; False once the browser has gone."""
+        ...
+
+    async def end(self, complete: bool) -> None:
+        """The body is over: complete, or cut off (the browser must see it cut off)."""
+        ...
+
+
+@dataclass
+class Outcome:
+    status: int
+    #: the exchange is in the archive
+    recorded: bool = False
+    #: a revalidation came back 304: the stored copy (recorded again as a revisit) to serve
+    not_modified: CachedEntry | None = None
+    #: bytes of body received from upstream
+    received: int = 0
+
+
+class Engine:
+    """Holds the upstream client session (keep-alive to origins) and the store it records
+    into.  ``finish_on_disconnect`` follows the config (:meth:`configure`)."""
+
+    def __init__(
+        self,
+        store: Store,
+        timeouts: UpstreamTimeouts,
+        *,
+        finish_on_disconnect: bool = True,
+        resolver: aiohttp.abc.AbstractResolver | None = None,
+        limit_per_host: int = 0,
+        limit: int = 0,
+    ) -> None:
+        self.store = store
+        self.timeouts = timeouts
+        self.finish_on_disconnect = finish_on_disconnect
+        self._resolver = resolver
+        self._limits = (limit_per_host, limit)
+        self._session: aiohttp.ClientSession | None = None
+
+    def configure(self, *, finish_on_disconnect: bool) -> None:
+        self.finish_on_disconnect = finish_on_disconnect
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The client session, made on first use (it needs the running loop).  No bound by
+        default: each upstream connection serves one browser request, and browsers bound
+        those per host; a bound here would queue every request to a host behind its long
+        downloads and event streams."""
+        if self._session is None or self._session.closed:
+            limit_per_host, limit = self._limits
+            self._session = new_session(self.timeouts, limit_per_host, self._resolver, limit=limit)
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    # --- the one path upstream ----------------------------------------------------------------
+
+    def request_headers(self, exchange: Exchange, revalidate: CachedEntry | None) -> Headers:
+        """What goes upstream: end-to-end headers plus ``Via``; for GET and HEAD without the
+        browser's own validators (the archive wants the whole resource, and the proxy answers
+        the browser's conditions itself), and with our copy's validators when revalidating."""
+        headers = end_to_end(exchange.headers)
+        if exchange.method.upper() in ("GET", "HEAD"):
+            headers = without_conditionals(headers, keep_range=True)
+        headers = add_via(headers, exchange.version, PSEUDONYM)
+        if revalidate is not None:
+            headers += revalidation_headers(revalidate.headers)
+        return headers
+
+    async def fetch(
+        self,
+        exchange: Exchange,
+        *,
+        revalidate: CachedEntry | None = None,
+        sink: Sink | None = None,
+    ) -> Outcome:
+        """Send ``exchange`` upstream and record the answer.
+
+        Raises :class:`UpstreamError` when the origin cannot be reached (nothing has been sent
+        to the sink then), and, without a sink, when the body fails midway.  With a sink, a
+        body that fails midway is cut off for the browser and not recorded; a recording that
+        fails is logged and the browser still gets its answer.
+        """
+        headers = self.request_headers(exchange, revalidate)
+        upstream = await open_upstream(
+            self.session, exchange.method, exchange.url, headers, exchange.body
+        )
+        try:
+            record_headers = [("Host", exchange.url.hostport), *headers]
+            if upstream.status == 304 and revalidate is not None:
+                return await self._revisit(exchange, record_headers, revalidate, upstream)
+            return await self._tee(exchange, record_headers, upstream, sink)
+        finally:
+            upstream.release()
+
+    async def _revisit(
+        self,
+        exchange: Exchange,
+        record_headers: Headers,
+        cached: CachedEntry,
+        upstream: aiohttp.ClientResponse,
+    ) -> Outcome:
+        """304 to our revalidation: record the stored copy again (a revisit record) with the
+        headers the 304 updated, and hand it back to serve."""
+        updated = merge_not_modified(cached.headers, without_controls(upstream.headers.items()))
+
+        def record() -> None:
+            recorder = self._recorder(exchange, record_headers)
+            try:
+                with cached.open_body() as stream:
+                    while chunk := stream.read(CHUNK):
+                        recorder.write(chunk)
+                recorder.finish(cached.status, cached.reason, updated)
+            except BaseException:
+                recorder.abort()
+                raise
+
+        recorded = True
+        try:
+            await asyncio.to_thread(record)
+        except RECORDING_ERRORS as exc:
+            recorded = False
+            log.error("revisit of %s was not recorded: %s", exchange.url.canonical, exc)
+        fresh = await asyncio.to_thread(
+            self.store.get, exchange.url, exchange.key, prefer_good=False
+        )
+        return Outcome(304, recorded=recorded, not_modified=fresh or cached)
+
+    def _recorder(self, exchange: Exchange, record_headers: Headers) -> Recorder:
+        return self.store.recorder(
+            exchange.url,
+            exchange.key,
+            method=exchange.method,
+            request_headers=record_headers,
+            request_body=exchange.body,
+        )
+
+    async def _tee(
+        self,
+        exchange: Exchange,
+        record_headers: Headers,
+        upstream: aiohttp.ClientResponse,
+        sink: Sink | None,
+    ) -> Outcome:
+        raw_headers = decode_headers(upstream.raw_headers)
+        version = (upstream.version.major, upstream.version.minor) if upstream.version else (1, 1)
+        recorder = self._recorder(exchange, record_headers)
+        client_ok = sink is not None
+        if sink is not None:
+            client_ok = await sink.start(
+                upstream.status, upstream.reason or "", raw_headers, version
+            )
+        # Every part goes to the browser as it arrives (a page that renders progressively,
+        # server-sent events), but what completes the body in the browser's eyes is held back
+        # until the exchange is recorded: the last byte of a Content-Length body, else the end
+        # of the chunked body or the connection's close.  So whatever the browser has received
+        # in full is in the archive (switching offline right after a page has loaded finds it).
+        expected = content_length(raw_headers)
+        received = 0
+        complete = False
+        failure: BaseException | None = None
+        held = b""
+        try:
+            async for chunk in upstream.content.iter_chunked(CHUNK):
+                recorder.write(chunk)
+                received += len(chunk)
+                if expected is not None and received >= expected:
+                    chunk, held = chunk[:-1], held + chunk[-1:]
+                if client_ok and chunk:
+                    assert sink is not None
+                    client_ok = await sink.write(chunk)
+                    if not client_ok and not self.finish_on_disconnect:
+                        break
+            else:
+                complete = True
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            failure = exc
+            log.warning(
+                "upstream body of %s failed: %s", exchange.url.canonical, describe_error(exc)[0]
+            )
+        except BaseException:
+            recorder.abort()
+            raise
+        recorded = False
+        if complete:
+            try:
+                await asyncio.to_thread(
+                    recorder.finish,
+                    upstream.status,
+                    upstream.reason or "",
+                    raw_headers,
+                    f"HTTP/{version[0]}.{version[1]}",
+                )
+                recorded = True
+            except RECORDING_ERRORS as exc:
+                log.error("%s was not recorded: %s", exchange.url.canonical, exc)
+        else:
+            recorder.abort()
+        if sink is not None:
+            if client_ok and held:
+                client_ok = await sink.write(held)
+            if client_ok:
+                await sink.end(complete)
+        elif failure is not None:
+            reason, status = describe_error(failure)
+            raise UpstreamError(exchange.url.canonical, reason, status) from failure
+        elif not recorded and complete:
+            raise StoreError(f"{exchange.url.canonical} was fetched but not recorded")
+        return Outcome(upstream.status, recorded=recorded, received=received)
+
+
+def decode_headers(raw: Iterable[tuple[bytes, bytes]]) -> Headers:
+    """Header bytes as text the archive turns back into the same bytes (UTF-8 with
+    surrogateescape, as aiohttp decodes request headers and the WARC layer encodes them),
+    but for control characters, which neither the browser nor the archive is sent."""
+    return without_controls(
+        (n.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape")) for n, v in raw
+    )
+
+
+def content_length(headers: Iterable[tuple[str, str]]) -> int | None:
+    """The Content-Length the origin announced (aiohttp has refused the response if it is
+    malformed or repeated with different values), or None for a chunked or close-delimited
+    body."""
+    value = get_header(headers, "Content-Length")
+    value = value.strip() if value is not None else None
+    return int(value) if value and value.isascii() and value.isdigit() else None

@@ -1,0 +1,164 @@
+"""The services object: what the proxy, the command pages and the crawler share at run time.
+
+Built once by :mod:`wwwproxy.app` and passed down, instead of module-level registries and a
+server object that everything reached into.  Mode is state here, not configuration: a config
+reload (SIGHUP, ``/config/``) never changes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import ipaddress
+from collections.abc import Coroutine
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ..archive.outgoing import OutgoingQueue
+from ..archive.store import Store
+from ..config import Config
+from ..http.policy import Mode, max_age_for
+from ..url import URL
+from ..url.canonical import DEFAULT_PORTS
+from .engine import Engine
+from .upstream import UpstreamTimeouts
+
+if TYPE_CHECKING:
+    from ..archive.search import SearchIndex
+
+__all__ = ["RuntimeState", "Services"]
+
+
+@dataclasses.dataclass
+class RuntimeState:
+    """What can change while the proxy runs (mode switch, config reload)."""
+
+    config: Config
+    mode: Mode
+    started: datetime = dataclasses.field(default_factory=lambda: datetime.now(UTC))
+
+
+class Services:
+    """Store, queue, search index, recording engine, mode and config, and background jobs."""
+
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        *,
+        mode: Mode | None = None,
+        search: SearchIndex | None = None,
+        engine: Engine | None = None,
+    ) -> None:
+        self.state = RuntimeState(config, mode or Mode(config.mode))
+        self.store = store
+        self.queue = OutgoingQueue(store.root / "outgoing")
+        self.search = search
+        self.engine = engine or Engine(
+            store,
+            UpstreamTimeouts(config.connect_timeout, config.read_timeout),
+            finish_on_disconnect=config.finish_on_disconnect,
+        )
+        #: /refresh/ jobs, newest first (the page shows them)
+        self.refresh_jobs: list[Any] = []
+        self._background: set[asyncio.Task[Any]] = set()
+        self._own_names: set[str] = set()
+        self._own_hosts: set[str] = set()
+        self._apply(config)
+
+    # --- configuration -----------------------------------------------------------------------
+
+    @property
+    def config(self) -> Config:
+        return self.state.config
+
+    @property
+    def mode(self) -> Mode:
+        return self.state.mode
+
+    def _apply(self, config: Config) -> None:
+        self.state.config = config
+        port = config.listen_port
+        names = {"localhost", "127.0.0.1", "[::1]", *config.names}
+        host = config.listen_host
+        names.add(f"[{host}]" if ":" in host else host)
+        self._own_names = {f"{n}:{port}" for n in names} | set(config.names)
+        self._own_hosts = {"localhost", "127.0.0.1", "::1", host.lower()} | {
+            n.strip("[]").rstrip(".") for n in config.names if _host_only(n)
+        }
+        self.freshness_rules = [(r.regex, r.max_age) for r in config.freshness]
+        self.engine.configure(finish_on_disconnect=config.finish_on_disconnect)
+
+    def reload(self, config: Config) -> None:
+        """A new configuration (SIGHUP, /config/): the mode is state and stays as it is."""
+        self._apply(config)
+
+    def rule_max_age(self, canonical: str) -> int | None:
+        """The max_age of the first configured ``freshness`` rule for the URL, if any."""
+        return max_age_for(canonical, self.freshness_rules)
+
+    @property
+    def local_host(self) -> str:
+        """``host:port`` that path-only URLs name (the address browsers reach us at)."""
+        host = self.config.listen_host
+        if host in ("0.0.0.0", "::", ""):
+            host = "localhost"
+        port = self.config.listen_port
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def is_own(self, url: URL, local: tuple[str, int] | None = None) -> bool:
+        """Does ``url`` name this proxy?  A configured name with our port, or any spelling of an
+        address we listen on (``localhost.``, ``[::ffff:127.0.0.1]``, the address the browser
+        reached us at: ``local``, the connection's own socket address).  Forwarding such a
+        request would send it back to ourselves."""
+        if url.local or url.hostport in self._own_names:
+            return True
+        port = url.port if url.port is not None else DEFAULT_PORTS.get(url.proto)
+        if port != self.config.listen_port:
+            return False
+        host = url.host.rstrip(".")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if host in self._own_hosts:
+            return True
+        addr = ip_address(host)
+        if addr is None:
+            return False
+        if local is not None and addr == ip_address(local[0]):
+            return True
+        listen = ip_address(self.config.listen_host)
+        if listen is not None and listen.is_unspecified:
+            return addr.is_loopback or addr.is_unspecified
+        return addr == listen
+
+    # --- background work ---------------------------------------------------------------------
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Run background work (a refresh job, fetching the queue) that :meth:`close` cancels."""
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        await self.engine.close()
+
+
+def ip_address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """An IP address (v4-mapped v6 as v4), or None for a name."""
+    try:
+        addr = ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped
+    return addr
+
+
+def _host_only(name: str) -> bool:
+    """A configured name without a port (``names`` may hold ``host`` or ``host:port``)."""
+    return ":" not in name or (name.startswith("[") and name.endswith("]"))
