@@ -31,8 +31,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 from warcio.archiveiterator import ArchiveIterator
 
 from wwwproxy.config import Config, FreshnessRule
-from wwwproxy.proxy.modes import Mode
-from wwwproxy.proxy.run import Running, start
+from wwwproxy.http.policy import Mode
+from wwwproxy.app import Running, start
 from wwwproxy.url import URL, canonicalize
 from wwwproxy.url.requestkey import request_key
 
@@ -276,6 +276,37 @@ async def _counted(o: Origin, r: web.Request, body: bytes) -> web.StreamResponse
     return web.Response(text=f"hit {o.hits[r.path]}", content_type="text/plain")
 
 
+async def _max_age(o: Origin, r: web.Request, body: bytes) -> web.StreamResponse:
+    return web.Response(
+        text=f"hit {o.hits[r.path]}",
+        content_type="text/plain",
+        headers={"Cache-Control": "max-age=60"},
+    )
+
+
+async def _no_cache(o: Origin, r: web.Request, body: bytes) -> web.StreamResponse:
+    return web.Response(
+        text=f"hit {o.hits[r.path]}",
+        content_type="text/plain",
+        headers={"Cache-Control": "no-cache"},
+    )
+
+
+async def _then_gone(o: Origin, r: web.Request, body: bytes) -> web.StreamResponse:
+    """A good page at first; then 404 (``/then-gone``) or 500 (``/then-broken``)."""
+    if o.hits[r.path] == 1:
+        return web.Response(text="the good copy", content_type="text/plain")
+    status = 404 if r.path == "/then-gone" else 500
+    return web.Response(status=status, text="gone wrong", content_type="text/plain")
+
+
+async def _vary_language(o: Origin, r: web.Request, body: bytes) -> web.StreamResponse:
+    language = r.headers.get("Accept-Language", "none")
+    return web.Response(
+        text=f"page in {language}", content_type="text/plain", headers={"Vary": "Accept-Language"}
+    )
+
+
 _ROUTES: dict[str, Callable[[Origin, web.Request, bytes], Awaitable[web.StreamResponse]]] = {
     "/page.html": _page,
     "/image.png": _image,
@@ -297,6 +328,11 @@ _ROUTES: dict[str, Callable[[Origin, web.Request, bytes], Awaitable[web.StreamRe
     "/hang": _hang,
     "/counted": _counted,
     "/counted-other": _counted,
+    "/max-age": _max_age,
+    "/no-cache": _no_cache,
+    "/then-gone": _then_gone,
+    "/then-broken": _then_gone,
+    "/vary-language": _vary_language,
 }
 
 
@@ -330,11 +366,11 @@ class Proxy:
 
     @property
     def store(self):  # noqa: ANN201 (wwwproxy.archive.store.Store)
-        return self.running.server.store
+        return self.running.services.store
 
     @property
     def mode(self) -> Mode:
-        return self.running.server.state.mode
+        return self.running.services.mode
 
     def session(self, **kwargs: Any) -> aiohttp.ClientSession:
         """A browser-like client; bodies are left encoded so bytes can be compared."""
@@ -518,6 +554,9 @@ async def make_proxy(
             connect_timeout=2.0,
             read_timeout=3.0,
             freshness=rules,
+            # every repeat request asks the origin unless a test says otherwise (the
+            # default minimum age before asking again has tests of its own)
+            request_changed=0,
         )
         config = dataclasses.replace(config, **overrides)
         running = await asyncio.wait_for(start(config, mode=Mode(mode)), 5)

@@ -342,12 +342,12 @@ async def test_unreadable_queue_file_is_reported_not_fatal(make_proxy, origin):
 
 async def test_replay_is_exact_around_read_chunk_sizes(proxy):
     """Bodies of every size around the server's read chunk replay byte for byte."""
-    from wwwproxy.proxy.modes import Mode
+    from wwwproxy.http.policy import Mode
     from wwwproxy.proxy.server import CHUNK
     from wwwproxy.url import canonicalize
 
     await proxy.control(mode="offline")
-    assert proxy.running.server.state.mode is Mode.OFFLINE
+    assert proxy.running.services.mode is Mode.OFFLINE
     sizes = [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK, 3 * CHUNK + 5]
     for size in sizes:
         body = bytes((i * 7 + size) % 256 for i in range(size))

@@ -235,6 +235,7 @@ def decide(
     directives: RequestDirectives = RequestDirectives(),  # noqa: B008 (frozen, shared safely)
     rule_max_age: int | None = None,
     request_changed: int = 0,
+    ranged: bool = False,
 ) -> Action:
     """The action for one request.
 
@@ -244,7 +245,8 @@ def decide(
       (the caller queues when the fetch fails);
     * online: serve a fresh copy (:func:`is_fresh`), revalidate one with validators, fetch
       otherwise.  Methods other than GET and HEAD always go upstream: their stored answers
-      are history, not a cache.
+      are history, not a cache; so does a ``ranged`` request (a Range header: a media player
+      seeking wants its 206, which is relayed and recorded, never served as the resource).
     """
     safe = method.upper() in ("GET", "HEAD")
     if directives.only_if_cached and safe and mode is not Mode.OFFLINE:
@@ -255,7 +257,7 @@ def decide(
         return Action.SERVE_AND_QUEUE if directives.force and safe else Action.SERVE
     if mode is Mode.AUTODIAL and stored is not None and not directives.force:
         return Action.SERVE
-    if stored is None or not safe:
+    if stored is None or not safe or ranged:
         return Action.FETCH
     if not directives.force and is_fresh(
         stored,

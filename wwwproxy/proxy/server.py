@@ -199,6 +199,7 @@ class ProxyServer:
             ),
             rule_max_age=services.rule_max_age(url.canonical),
             request_changed=services.config.request_changed,
+            ranged="Range" in request.headers,
         )
         if action is Action.SERVE:
             assert cached is not None
