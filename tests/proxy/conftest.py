@@ -30,9 +30,9 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from warcio.archiveiterator import ArchiveIterator
 
+from wwwproxy.app import Running, start
 from wwwproxy.config import Config, FreshnessRule
 from wwwproxy.http.policy import Mode
-from wwwproxy.app import Running, start
 from wwwproxy.url import URL, canonicalize
 from wwwproxy.url.requestkey import request_key
 
