@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import gzip
 import socket
 import threading
@@ -262,18 +261,3 @@ class MapResolver(AbstractResolver):
 
     async def close(self) -> None:
         pass
-
-
-@pytest.fixture
-def named(site: Site, monkeypatch: pytest.MonkeyPatch) -> Site:
-    """The site, also as example.com, www.example.com, ... on port 80 for every fetch made
-    through :func:`wwwproxy.fetch.prefetch.fetching_server` (the commands use it)."""
-    from wwwproxy.fetch import prefetch
-
-    original = prefetch.fetching_server
-    monkeypatch.setattr(
-        prefetch,
-        "fetching_server",
-        functools.partial(original, resolver=MapResolver(site.port)),
-    )
-    return site

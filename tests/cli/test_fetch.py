@@ -13,11 +13,11 @@ import pytest
 from wwwproxy.archive.outgoing import OutgoingQueue, QueuedRequest
 from wwwproxy.archive.search import SearchIndex
 from wwwproxy.archive.store import Store
-from wwwproxy.fetch.commands import (
+from wwwproxy.cli import main
+from wwwproxy.cli.fetch import (
     add_fetch_parser,
     add_monitor_parser,
     add_urldb_parser,
-    main,
     parse_url_list,
 )
 from wwwproxy.url import canonicalize

@@ -1,4 +1,9 @@
-"""The ``wwwproxy`` command line: argument parsing and one function per sub-command."""
+"""The ``wwwproxy`` command line: argument parsing and one function per sub-command.
+
+The top of the package: it wires through :mod:`wwwproxy.app` and nothing imports it (the
+console script ``wwwproxy.cli:main`` and ``python -m wwwproxy`` run it).  ``fetch``, ``urldb``
+and ``monitor`` live in :mod:`.fetch`.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +15,13 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from . import __version__
-from .archive.cdxj import CDXJError
-from .archive.store import Store, StoreError
-from .config import ConfigError, load_config, parse_hostport
-from .fetch.commands import add_fetch_parser, add_monitor_parser, add_urldb_parser
-from .url import InvalidURL, cache_name, canonicalize, surt
-from .url.requestkey import request_key
+from .. import __version__
+from ..archive.cdxj import CDXJError
+from ..archive.store import Store, StoreError
+from ..config import ConfigError, load_config, parse_hostport
+from ..url import InvalidURL, cache_name, canonicalize, surt
+from ..url.requestkey import request_key
+from .fetch import add_fetch_parser, add_monitor_parser, add_urldb_parser
 
 __all__ = ["main"]
 
@@ -145,8 +150,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Run the proxy in the foreground until SIGTERM or SIGINT."""
     import asyncio
 
-    from .http.policy import Mode
-    from .proxy.run import serve, setup_logging
+    from ..app import serve
+    from ..http.policy import Mode
+    from ..proxy.accesslog import setup_logging
 
     overrides: dict[str, object] = {}
     try:
@@ -179,7 +185,7 @@ def cmd_mode(args: argparse.Namespace) -> int:
     import urllib.error
     import urllib.request
 
-    from .commands import API_HEADER
+    from ..commands import API_HEADER
 
     try:
         config = load_config(args.config)
@@ -314,7 +320,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,8 @@
 """``wwwproxy fetch``, ``wwwproxy urldb`` and ``wwwproxy monitor``: argument parsing and the
-thin command functions (the engine is :mod:`.prefetch`, the database :mod:`wwwproxy.urldb`,
-the schedule :mod:`.monitor`).
+thin command functions (the crawler is :mod:`wwwproxy.fetch.prefetch`, the database
+:mod:`wwwproxy.urldb`, the schedule :mod:`wwwproxy.fetch.monitor`).  They fetch through the
+services :func:`wwwproxy.app.open_services` builds: the same recording engine, cache policy,
+queue and search index as ``wwwproxy serve``.
 
 Exit status: 0 all done, 1 something failed (a URL, a record, a database file), 2 usage or
 configuration errors (nothing was fetched).
@@ -17,11 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
     from ..archive.store import Store
     from ..config import Config
+    from ..fetch.prefetch import FetchOptions, Prefetcher, Probe, Summary
+    from ..fetch.progress import Progress
+    from ..recording.services import Services
     from ..urldb import Entry, URLDatabase
-    from .prefetch import FetchOptions, Prefetcher, Probe, Summary
-    from .progress import Progress
 
 SubParsers = argparse._SubParsersAction  # noqa: SLF001 - argparse has no public name for it
 
@@ -34,7 +39,6 @@ __all__ = [
     "cmd_monitor",
     "cmd_urldb",
     "compare_record",
-    "main",
     "parse_url_list",
     "read_lists",
 ]
@@ -140,6 +144,14 @@ def _store(config: Config) -> Store:
         return Store(config.cache)
     except OSError as exc:
         raise ListError(f"cannot use the cache {config.cache}: {exc.strerror or exc}") from None
+
+
+def _services(config: Config, store: Store, per_host: int) -> AbstractAsyncContextManager[Services]:
+    """The services a sub-command fetches through (not listening): the store it has
+    opened, at most ``per_host`` connections to one host."""
+    from .. import app
+
+    return app.open_services(config, store=store, limit_per_host=per_host)
 
 
 def _err(command: str, message: object) -> None:
@@ -273,8 +285,8 @@ def add_fetch_parser(sub: SubParsers) -> argparse.ArgumentParser:
 
 def cmd_fetch(args: argparse.Namespace) -> int:
     from ..config import ConfigError
-    from .prefetch import FetchOptions
-    from .progress import Progress, format_summary
+    from ..fetch.prefetch import FetchOptions
+    from ..fetch.progress import Progress, format_summary
 
     try:
         config = _config(args)
@@ -321,10 +333,10 @@ async def _fetch(
     queue: bool,
     holder: list[Prefetcher],
 ) -> Summary:
-    from .prefetch import Prefetcher, fetching_server
+    from ..fetch.prefetch import Prefetcher
 
-    async with fetching_server(config, store, per_host=options.per_host) as server:
-        holder.append(Prefetcher(server, options, progress))
+    async with _services(config, store, options.per_host) as services:
+        holder.append(Prefetcher(services, options, progress))
         return await holder[0].run(urls, queue=queue)
 
 
@@ -476,8 +488,8 @@ async def _urldb_add(
     categories: list[str],
     static: bool,
 ) -> int:
+    from ..fetch.prefetch import probe
     from ..urldb import URLDBError, parse_db_url
-    from .prefetch import fetching_server, probe
 
     command = "urldb add"
     checked = []
@@ -495,9 +507,9 @@ async def _urldb_add(
         checked.append(url)
     if not checked:
         return status
-    async with fetching_server(config, store) as server:
+    async with _services(config, store, 2) as services:
         for url in checked:
-            result = await probe(server, url, digest=static)
+            result = await probe(services, url, digest=static)
             if not result.ok:
                 why = result.error or f"HTTP {result.status} {result.reason}".rstrip()
                 _err(command, f"{url}: not added: {why}")
@@ -567,19 +579,19 @@ def compare_record(entry: Entry, result: Probe) -> list[str]:
 async def _urldb_check(
     config: Config, store: Store, db: URLDatabase, category: str | None, concurrency: int
 ) -> int:
-    from .prefetch import fetching_server, probe
+    from ..fetch.prefetch import probe
 
     entries = list(db.records(category))
     bad = 0
     limit = asyncio.Semaphore(concurrency)
-    async with fetching_server(config, store, per_host=concurrency) as server:
+    async with _services(config, store, concurrency) as services:
 
         async def one(entry: Entry) -> tuple[Entry, list[str]]:
             static = entry.record.content_length is not None or (
                 entry.record.content_sha256 is not None
             )
             async with limit:
-                return entry, compare_record(entry, await probe(server, entry.url, digest=static))
+                return entry, compare_record(entry, await probe(services, entry.url, digest=static))
 
         for entry, problems in await asyncio.gather(*(one(e) for e in entries)):
             if problems:
@@ -634,7 +646,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     from datetime import datetime
 
     from ..config import ConfigError
-    from . import monitor
+    from ..fetch import monitor
 
     try:
         path = monitor.monitor_path(_config(args).cache)
@@ -661,17 +673,3 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     except (ConfigError, monitor.MonitorError) as exc:
         _err(f"monitor {args.action}", exc)
         return 2
-
-
-# --- standalone -------------------------------------------------------------------------------
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m wwwproxy.fetch.commands fetch ...``: the same as ``wwwproxy fetch ...``."""
-    from ..cli import main as cli_main
-
-    return cli_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
