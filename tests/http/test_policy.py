@@ -1,0 +1,949 @@
+"""The cache policy as tables: one row per case, a comment on every row that surprises.
+
+``wwwproxy.http.policy`` is pure (no sockets, no files), so each rule is a table in the style
+of h11's transition tables and mitmproxy's playbooks: mode x stored copy x request -> action;
+headers -> freshness; request + response -> 304 or not; and so on.  The old
+``tests/proxy/test_modes.py`` cases are ported here to the new API.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wwwproxy.http.headers import get_header
+from wwwproxy.http.policy import (
+    Action,
+    Freshness,
+    Mode,
+    RequestDirectives,
+    Stored,
+    accepts_coding,
+    after_upstream_error,
+    current_age,
+    decide,
+    freshness,
+    is_fresh,
+    is_good,
+    is_servable,
+    max_age_for,
+    merge_not_modified,
+    not_modified,
+    not_modified_headers,
+    parse_cache_control,
+    replay_headers,
+    request_directives,
+    revalidation_headers,
+    vary_matches,
+    without_conditionals,
+)
+
+NOW = datetime(2025, 3, 1, 12, tzinfo=UTC)
+
+
+def http_date(when: datetime) -> str:
+    return format_datetime(when, usegmt=True)
+
+
+def copy(
+    age: float = 10,
+    status: int = 200,
+    *,
+    validators: bool = False,
+    cc: str | None = None,
+    extra: tuple[tuple[str, str], ...] = (),
+) -> Stored:
+    """A stored capture recorded ``age`` seconds before NOW (negative: clock skew)."""
+    recorded = NOW - timedelta(seconds=age)
+    headers = [("Date", http_date(recorded))]
+    if validators:
+        headers.append(("ETag", '"v1"'))
+    if cc is not None:
+        headers.append(("Cache-Control", cc))
+    return Stored(recorded, status, (*headers, *extra))
+
+
+def _id(value: object) -> str | None:
+    """Readable test ids, so a failing row names itself."""
+    if isinstance(value, Stored):
+        tags = [str(value.status), f"{(NOW - value.date).total_seconds():g}s"]
+        if value.has_validators:
+            tags.append("validators")
+        cc = get_header(value.headers, "Cache-Control")
+        if cc:
+            tags.append(cc.replace(" ", ""))
+        age = get_header(value.headers, "Age")
+        if age:
+            tags.append(f"Age:{age}")
+        return "copy(" + ",".join(tags) + ")"
+    if isinstance(value, RequestDirectives):
+        parts = [
+            "force" if value.force else "",
+            f"max-age={value.max_age}" if value.max_age is not None else "",
+            "only-if-cached" if value.only_if_cached else "",
+        ]
+        return "cc(" + ",".join(p for p in parts if p) + ")"
+    if isinstance(value, Mode):
+        return value.value
+    if isinstance(value, Action):
+        return value.name
+    if value is None:
+        return "none"
+    return None
+
+
+# Short names keep the decision table one row per line.
+ON, OFF, AUTO = Mode.ONLINE, Mode.OFFLINE, Mode.AUTODIAL
+FETCH, REVAL, SERVE = Action.FETCH, Action.REVALIDATE, Action.SERVE
+QUEUE, SERVE_Q, UNAVAIL = Action.QUEUE, Action.SERVE_AND_QUEUE, Action.UNAVAILABLE
+PLAIN = RequestDirectives()
+FORCE = RequestDirectives(force=True)  # no-cache: a forced reload (shift-reload)
+RELOAD = RequestDirectives(max_age=0)  # a normal reload
+OIC = RequestDirectives(only_if_cached=True)
+V = {"validators": True}
+
+
+# --- decide ---------------------------------------------------------------------------------
+
+# mode, stored copy, method, request directives, rule_max_age, request_changed -> action
+DECISIONS = [
+    # offline: never the network; what is cached is served, the rest queued
+    (OFF, None, "GET", PLAIN, None, 0, QUEUE),
+    (OFF, None, "GET", FORCE, 3600, 0, QUEUE),
+    (OFF, None, "POST", PLAIN, None, 0, QUEUE),
+    (OFF, copy(10), "GET", PLAIN, None, 0, SERVE),
+    (OFF, copy(10, **V), "GET", FORCE, None, 0, SERVE_Q),  # new: the copy now, a refresh later
+    (OFF, copy(10), "HEAD", FORCE, None, 0, SERVE_Q),
+    (OFF, copy(10), "POST", FORCE, None, 0, SERVE),  # a forced POST is not queued
+    (OFF, copy(10), "POST", PLAIN, None, 0, SERVE),  # history, but all there is offline
+    (OFF, copy(10**7, **V), "GET", PLAIN, 5, 0, SERVE),  # stale, but it is all there is
+    (OFF, copy(10), "GET", RELOAD, None, 0, SERVE),  # a normal reload is not a forced one
+    (OFF, copy(10, 404), "GET", PLAIN, None, 0, SERVE),  # even an error page, offline
+    (OFF, copy(10, 500), "GET", FORCE, None, 0, SERVE_Q),
+    (OFF, None, "GET", OIC, None, 0, QUEUE),  # only-if-cached is not looked at offline
+    # autodial: cached is served, the rest fetched (the caller queues if the dial fails)
+    (AUTO, None, "GET", PLAIN, None, 0, FETCH),
+    (AUTO, None, "POST", PLAIN, None, 0, FETCH),
+    (AUTO, copy(10), "GET", PLAIN, None, 0, SERVE),
+    (AUTO, copy(10, **V), "GET", PLAIN, 5, 0, SERVE),  # stale, served without asking
+    (AUTO, copy(10), "GET", RELOAD, None, 0, SERVE),  # max-age=0 does not force in autodial
+    (AUTO, copy(10, 404), "GET", PLAIN, None, 0, SERVE),  # autodial serves any copy
+    (AUTO, copy(10, **V), "GET", FORCE, None, 0, REVAL),  # new: force goes to the network
+    (AUTO, copy(10), "GET", FORCE, None, 0, FETCH),
+    (AUTO, copy(10, **V), "HEAD", FORCE, 3600, 0, REVAL),  # force skips the fresh rule
+    (AUTO, copy(10, cc="max-age=3600"), "GET", FORCE, None, 0, FETCH),
+    (AUTO, copy(10), "POST", PLAIN, None, 0, SERVE),
+    (AUTO, copy(10, **V), "POST", FORCE, None, 0, FETCH),  # never revalidate a POST
+    (AUTO, None, "GET", OIC, None, 0, UNAVAIL),  # RFC 9111 §5.2.1.7: a 504, no dialling
+    (AUTO, copy(10), "GET", RequestDirectives(force=True, only_if_cached=True), None, 0, SERVE),
+    # online: serve the fresh, revalidate what has validators, fetch the rest
+    (ON, None, "GET", PLAIN, None, 0, FETCH),
+    (ON, None, "GET", PLAIN, 3600, 0, FETCH),
+    (ON, None, "HEAD", FORCE, None, 0, FETCH),
+    (ON, copy(10), "GET", PLAIN, None, 0, FETCH),  # no rule, no origin lifetime
+    (ON, copy(10, **V), "GET", PLAIN, None, 0, REVAL),
+    (ON, copy(10), "GET", PLAIN, 60, 0, SERVE),
+    (ON, copy(10, **V), "GET", PLAIN, 60, 0, SERVE),
+    (ON, copy(10), "HEAD", PLAIN, 60, 0, SERVE),
+    (ON, copy(10, **V), "GET", FORCE, 60, 0, REVAL),  # a forced reload skips the rule
+    (ON, copy(10), "GET", FORCE, 60, 0, FETCH),
+    (ON, copy(120, **V), "GET", PLAIN, 60, 0, REVAL),  # too old for the rule
+    (ON, copy(120), "GET", PLAIN, 60, 0, FETCH),
+    (ON, copy(0), "GET", PLAIN, 0, 0, FETCH),  # a lifetime of 0 is never fresh
+    (ON, copy(10, cc="max-age=60"), "GET", PLAIN, None, 0, SERVE),  # the origin's lifetime
+    (ON, copy(10, cc="max-age=3600"), "GET", PLAIN, 5, 0, FETCH),  # the rule beats the origin
+    (ON, copy(10, cc="no-cache"), "GET", PLAIN, 60, 0, SERVE),  # ... even its no-cache
+    (ON, copy(10, cc="max-age=0", **V), "GET", PLAIN, None, 0, REVAL),
+    (ON, copy(10, cc="s-maxage=3600"), "GET", PLAIN, None, 0, FETCH),  # shared caches only
+    # request_changed: WWWOFFLE's minimum age before asking again, unless the origin forbids
+    (ON, copy(10), "GET", PLAIN, None, 60, SERVE),
+    (ON, copy(10, cc="max-age=5"), "GET", PLAIN, None, 60, SERVE),  # raised to 60
+    (ON, copy(100, cc="max-age=600"), "GET", PLAIN, None, 60, SERVE),  # max(600, 60)
+    (ON, copy(700, cc="max-age=600", **V), "GET", PLAIN, None, 60, REVAL),
+    (ON, copy(10, cc="no-cache", **V), "GET", PLAIN, None, 60, REVAL),
+    (ON, copy(10, cc="no-store"), "GET", PLAIN, None, 60, FETCH),
+    (ON, copy(10), "GET", PLAIN, 5, 60, FETCH),  # a rule replaces request_changed
+    # error statuses are never fresh: they are what a refetch should replace
+    (ON, copy(10, 404), "GET", PLAIN, 3600, 0, FETCH),
+    (ON, copy(10, 404, **V), "GET", PLAIN, 3600, 0, REVAL),
+    (ON, copy(10, 500, cc="max-age=3600"), "GET", PLAIN, None, 0, FETCH),
+    (ON, copy(10, 503), "GET", PLAIN, None, 3600, FETCH),
+    (ON, copy(10, 301, cc="max-age=3600"), "GET", PLAIN, None, 0, SERVE),  # a redirect is good
+    (ON, copy(10, 301), "GET", PLAIN, 60, 0, SERVE),
+    # the browser's max-age caps the lifetime
+    (ON, copy(10, cc="max-age=3600"), "GET", RELOAD, None, 0, FETCH),
+    (ON, copy(10, cc="max-age=3600", **V), "GET", RELOAD, None, 0, REVAL),
+    (ON, copy(10), "GET", RELOAD, 3600, 0, FETCH),
+    (ON, copy(10, cc="max-age=3600"), "GET", RequestDirectives(max_age=30), None, 0, SERVE),
+    (ON, copy(10, cc="max-age=3600"), "GET", RequestDirectives(max_age=5), None, 0, FETCH),
+    (ON, copy(10, cc="max-age=5"), "GET", RequestDirectives(max_age=3600), None, 0, FETCH),
+    # Age already on the response counts (RFC 9111 §4.2.3)
+    (ON, copy(20, cc="max-age=60", extra=(("Age", "30"),)), "GET", PLAIN, None, 0, SERVE),
+    (ON, copy(31, cc="max-age=60", extra=(("Age", "30"),)), "GET", PLAIN, None, 0, FETCH),
+    # other methods always go upstream online: a stored POST answer is history
+    (ON, copy(10), "POST", PLAIN, 3600, 0, FETCH),
+    (ON, copy(10, **V), "POST", PLAIN, None, 0, FETCH),  # no revalidation of a POST
+    (ON, None, "POST", PLAIN, None, 0, FETCH),
+    # only-if-cached online: the copy, whatever its age or status, or a 504
+    (ON, None, "GET", OIC, None, 0, UNAVAIL),
+    (ON, None, "HEAD", OIC, 3600, 0, UNAVAIL),
+    (ON, copy(10**7, **V), "GET", OIC, 5, 0, SERVE),  # stale, but the browser said so
+    (ON, copy(10, 404), "GET", OIC, None, 0, SERVE),
+    (ON, None, "POST", OIC, None, 0, FETCH),  # only for GET and HEAD
+    # request no-store does not force a reload
+    (ON, copy(10), "GET", request_directives("no-store"), 60, 0, SERVE),
+]
+
+
+@pytest.mark.parametrize(
+    ("mode", "stored", "method", "directives", "rule", "changed", "expected"), DECISIONS, ids=_id
+)
+def test_decide(mode, stored, method, directives, rule, changed, expected):
+    action = decide(
+        mode,
+        stored,
+        NOW,
+        method=method,
+        directives=directives,
+        rule_max_age=rule,
+        request_changed=changed,
+    )
+    assert action is expected
+
+
+def test_decision_table_is_big_enough():
+    assert len(DECISIONS) >= 40
+    assert {row[0] for row in DECISIONS} == set(Mode)
+    assert {row[-1] for row in DECISIONS} == set(Action)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    mode=st.sampled_from(list(Mode)),
+    age=st.none() | st.floats(min_value=-1e6, max_value=1e8, allow_nan=False),
+    status=st.sampled_from([200, 203, 204, 206, 301, 304, 404, 410, 500, 503]),
+    validators=st.booleans(),
+    cc=st.sampled_from([None, "max-age=60", "max-age=0", "no-cache", "no-store", "s-maxage=9"]),
+    rule=st.none() | st.integers(min_value=0, max_value=10**8),
+    changed=st.integers(min_value=0, max_value=10**6),
+    force=st.booleans(),
+    max_age=st.none() | st.integers(min_value=0, max_value=10**8),
+    only_if_cached=st.booleans(),
+    method=st.sampled_from(["GET", "HEAD", "POST", "PUT", "get"]),
+)
+def test_decide_invariants(
+    mode, age, status, validators, cc, rule, changed, force, max_age, only_if_cached, method
+):
+    stored = None if age is None else copy(age, status, validators=validators, cc=cc)
+    directives = RequestDirectives(force=force, max_age=max_age, only_if_cached=only_if_cached)
+    action = decide(
+        mode,
+        stored,
+        NOW,
+        method=method,
+        directives=directives,
+        rule_max_age=rule,
+        request_changed=changed,
+    )
+    safe = method.upper() in ("GET", "HEAD")
+    if mode is OFF:
+        assert action in (SERVE, QUEUE, SERVE_Q)  # never the network
+    else:
+        assert action not in (QUEUE, SERVE_Q)  # queueing online happens only on failure
+    if stored is None:
+        assert action in (FETCH, QUEUE, UNAVAIL)  # nothing to serve or revalidate
+    else:
+        assert action not in (QUEUE, UNAVAIL)
+    if action is REVAL:
+        assert stored is not None and stored.has_validators and safe
+    if action is SERVE_Q:
+        assert force and safe
+    if action is UNAVAIL:
+        assert only_if_cached and safe and stored is None
+    if only_if_cached and safe and mode is not OFF:
+        assert action in (SERVE, UNAVAIL)
+    if mode is ON and action is SERVE and not (only_if_cached and safe):
+        assert stored is not None
+        assert not force and safe and is_good(status)
+        exact_age = max(0.0, (NOW - stored.date).total_seconds())
+        if rule is not None:
+            assert exact_age < rule
+        if max_age is not None:
+            assert exact_age < max_age
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS", "post"])
+@pytest.mark.parametrize("validators", [False, True])
+def test_online_other_methods_always_go_upstream(method, validators):
+    stored = copy(1, validators=validators)
+    assert decide(ON, stored, NOW, rule_max_age=3600, method=method) is FETCH
+    # offline and autodial still answer them from the cache
+    assert decide(OFF, stored, NOW, method=method) is SERVE
+    assert decide(AUTO, stored, NOW, method=method) is SERVE
+    assert decide(OFF, None, NOW, method=method) is QUEUE
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD", "get", "head"])
+def test_online_get_and_head_use_the_cache(method):
+    assert decide(ON, copy(1, **V), NOW, method=method) is REVAL
+    assert decide(ON, copy(1), NOW, rule_max_age=60, method=method) is SERVE
+
+
+def test_clock_skew_recorded_in_future_counts_as_new():
+    future = Stored(NOW + timedelta(seconds=30), 200, ())
+    assert decide(ON, future, NOW, rule_max_age=10) is SERVE
+    assert current_age(future.date, NOW) == 0
+
+
+# --- the one freshness boundary, shared by the proxy and the prefetcher ----------------------
+
+LIFETIME_SOURCES = {
+    # how the 60-second lifetime is given -> (copy keyword arguments, decide keyword arguments)
+    "config rule": ({}, {"rule_max_age": 60}),
+    "origin max-age": ({"cc": "max-age=60"}, {}),
+    "request_changed": ({}, {"request_changed": 60}),
+}
+
+
+@pytest.mark.parametrize(
+    ("age", "expected"),
+    [
+        (59.5, SERVE),
+        (60, FETCH),  # "younger than", not "as young as"
+        (60.4, FETCH),  # no rounding down to 60
+    ],
+)
+@pytest.mark.parametrize("source", list(LIFETIME_SOURCES))
+def test_fresh_only_below_the_lifetime(source, age, expected):
+    copy_kwargs, rule_kwargs = LIFETIME_SOURCES[source]
+    stored = copy(age, **copy_kwargs)
+    assert decide(ON, stored, NOW, **rule_kwargs) is expected
+    assert is_fresh(stored, NOW, **rule_kwargs) is (expected is SERVE)
+
+
+@pytest.mark.parametrize(("age", "expected"), [(59.5, SERVE), (60, FETCH), (60.4, FETCH)])
+def test_fresh_only_below_an_expires_lifetime(age, expected):
+    recorded = NOW - timedelta(seconds=age)
+    headers = (
+        ("Date", http_date(recorded)),
+        ("Expires", http_date(recorded + timedelta(seconds=60))),
+    )
+    stored = Stored(recorded, 200, headers)
+    assert decide(ON, stored, NOW) is expected
+
+
+@pytest.mark.parametrize(
+    ("age", "expected"),
+    [
+        (59.5, SERVE),
+        # RFC 9111 §5.2.1.1: request max-age=N means the client accepts a response whose
+        # age is *less than or equal to* N (RFC 7234: "unwilling to accept ... greater than").
+        # The copy is fresh (lifetime 3600), so an age of exactly 60 satisfies max-age=60.
+        pytest.param(60, SERVE, id="age-equal-to-max-age"),
+        (60.4, FETCH),
+    ],
+)
+def test_request_max_age_accepts_an_age_equal_to_it(age, expected):
+    stored = copy(age, cc="max-age=3600")
+    assert decide(ON, stored, NOW, directives=RequestDirectives(max_age=60)) is expected
+
+
+# --- freshness ------------------------------------------------------------------------------
+
+REC = datetime(2025, 3, 1, 11, tzinfo=UTC)  # when the copy was recorded
+
+
+def at(seconds: float) -> str:
+    """An HTTP date ``seconds`` after REC."""
+    return http_date(REC + timedelta(seconds=seconds))
+
+
+DAY = 86400
+
+# status, response headers -> lifetime, explicit, must_ask
+FRESHNESS = [
+    (200, [], 0, False, False),
+    (200, [("Cache-Control", "max-age=60")], 60, True, False),
+    (200, [("Cache-Control", "max-age=0")], 0, True, False),
+    (200, [("Cache-Control", "MAX-AGE=60")], 60, True, False),
+    (200, [("Cache-Control", 'max-age="60"')], 60, True, False),  # quoted form accepted
+    (200, [("Cache-Control", "max-age=60, max-age=3600")], 60, True, False),  # first wins
+    (200, [("Cache-Control", "max-age=abc")], 0, True, False),  # invalid: stale (§4.2.1)
+    (200, [("Cache-Control", "max-age=-5")], 0, True, False),
+    (200, [("Cache-Control", "max-age=99999999999")], 2**31, True, False),  # §1.2.2 cap
+    (200, [("Cache-Control", "private, max-age=60")], 60, True, False),  # we are private
+    (200, [("Cache-Control", "s-maxage=600")], 0, False, False),  # shared caches only
+    (200, [("Cache-Control", "s-maxage=600, max-age=60")], 60, True, False),
+    (200, [("Cache-Control", "s-maxage=600"), ("Expires", at(120))], 120, True, False),
+    (200, [("Cache-Control", "no-cache")], 0, True, True),
+    (200, [("Cache-Control", "no-store")], 0, True, True),
+    (200, [("Cache-Control", "max-age=600, no-cache")], 0, True, True),
+    (200, [("Cache-Control", "no-store, max-age=600")], 0, True, True),
+    (200, [("Cache-Control", 'no-cache="Set-Cookie"')], 0, True, True),  # qualified as plain
+    # several Cache-Control header lines are one list (RFC 9110 §5.3)
+    (200, [("Cache-Control", "public"), ("cache-control", "max-age=60")], 60, True, False),
+    (200, [("Cache-Control", "max-age=60"), ("Cache-Control", "no-cache")], 0, True, True),
+    # Expires minus Date (not minus the recording time)
+    (200, [("Date", at(-100)), ("Expires", at(3500))], 3600, True, False),
+    (200, [("Expires", at(300))], 300, True, False),  # no Date: the recorded time
+    (200, [("Date", "garbage"), ("Expires", at(300))], 300, True, False),  # bad Date: same
+    (200, [("Date", at(0)), ("Expires", "0")], 0, True, False),  # invalid = already expired
+    (200, [("Date", at(0)), ("Expires", "garbage")], 0, True, False),
+    (200, [("Date", at(0)), ("Expires", "")], 0, True, False),
+    (200, [("Date", at(0)), ("Expires", at(-3600))], 0, True, False),  # in the past
+    (200, [("Date", at(0)), ("Expires", at(0))], 0, True, False),
+    # max-age beats Expires (RFC 9111 §4.2.1), both ways
+    (200, [("Cache-Control", "max-age=60"), ("Expires", at(3600))], 60, True, False),
+    (200, [("Cache-Control", "max-age=0"), ("Expires", at(3600))], 0, True, False),
+    (200, [("Cache-Control", "max-age=3600"), ("Expires", at(-60))], 3600, True, False),
+    # heuristic: 10% of Date - Last-Modified, capped at a day, for §15.1 statuses
+    (200, [("Date", at(0)), ("Last-Modified", at(-1000))], 100, False, False),
+    (200, [("Last-Modified", at(-1000))], 100, False, False),  # no Date: the recorded time
+    (200, [("Date", at(0)), ("Last-Modified", at(-100 * DAY))], DAY, False, False),  # capped
+    (200, [("Date", at(0)), ("Last-Modified", at(-5 * DAY))], DAY / 2, False, False),
+    (203, [("Date", at(0)), ("Last-Modified", at(-1000))], 100, False, False),
+    (301, [("Date", at(0)), ("Last-Modified", at(-1000))], 100, False, False),
+    (404, [("Date", at(0)), ("Last-Modified", at(-1000))], 100, False, False),  # §15.1 lists it
+    (302, [("Date", at(0)), ("Last-Modified", at(-1000))], 0, False, False),  # not in §15.1
+    (500, [("Date", at(0)), ("Last-Modified", at(-1000))], 0, False, False),
+    (503, [("Date", at(0)), ("Last-Modified", at(-100 * DAY))], 0, False, False),
+    (200, [("Date", at(0)), ("Last-Modified", at(3600))], 0, False, False),  # in the future
+    (200, [("Date", at(0)), ("Last-Modified", at(0))], 0, False, False),  # modified just now
+    (200, [("Date", at(0)), ("Last-Modified", "garbage")], 0, False, False),
+    # explicit information beats the heuristic
+    (200, [("Cache-Control", "max-age=60"), ("Last-Modified", at(-100 * DAY))], 60, True, False),
+    (200, [("Expires", at(300)), ("Last-Modified", at(-100 * DAY))], 300, True, False),
+    (200, [("Expires", "0"), ("Last-Modified", at(-100 * DAY))], 0, True, False),
+    (200, [("Cache-Control", "no-cache"), ("Last-Modified", at(-100 * DAY))], 0, True, True),
+]
+
+
+@pytest.mark.parametrize(("status", "headers", "lifetime", "explicit", "must_ask"), FRESHNESS)
+def test_freshness(status, headers, lifetime, explicit, must_ask):
+    got = freshness(status, headers, REC)
+    assert isinstance(got, Freshness)
+    assert got.lifetime == pytest.approx(lifetime)
+    assert (got.explicit, got.must_ask) == (explicit, must_ask)
+
+
+# --- current_age ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("resident", "header", "expected"),
+    [
+        (0, None, 0),
+        (59.9, None, 59),  # whole seconds, rounded down
+        (100, "20", 120),  # the Age the response arrived with counts too
+        (100, " 20 ", 120),
+        (100, "-5", 100),  # not a delta-seconds: ignored
+        (100, "abc", 100),
+        (100, "", 100),
+        (100, "1.5", 100),
+        (-10, None, 0),  # recorded in the future (clock skew): new
+        (-10, "20", 20),
+        (5, "99999999999", 2**31 + 5),  # delta-seconds saturate at 2**31 (RFC 9111 §1.2.2)
+    ],
+)
+def test_current_age(resident, header, expected):
+    assert current_age(NOW - timedelta(seconds=resident), NOW, header) == expected
+
+
+# --- max_age_for and modes ------------------------------------------------------------------
+
+
+def test_max_age_for_first_matching_rule():
+    rules = [
+        (re.compile(r"^http://example\.com/news/"), 60),
+        (re.compile(r"\.png$"), 86400),
+        (re.compile(r"example\.com"), 5),
+    ]
+    assert max_age_for("http://example.com/news/a.png", rules) == 60
+    assert max_age_for("http://example.com/logo.png", rules) == 86400
+    assert max_age_for("http://example.com/", rules) == 5
+    assert max_age_for("http://other.org/", rules) is None
+    assert max_age_for("http://other.org/", []) is None
+
+
+def test_modes_parse_from_config_strings():
+    assert [Mode(m) for m in ("online", "offline", "autodial")] == list(Mode)
+    with pytest.raises(ValueError):
+        Mode("sideways")
+
+
+# --- request_directives ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cache_control", "pragma", "expected"),
+    [
+        (None, None, RequestDirectives()),
+        ("", "", RequestDirectives()),
+        ("no-cache", None, RequestDirectives(force=True)),
+        ("No-Cache", None, RequestDirectives(force=True)),
+        ("max-age=0", None, RequestDirectives(max_age=0)),
+        ("max-age=0, no-cache", None, RequestDirectives(force=True, max_age=0)),
+        ("no-store, max-age=30", None, RequestDirectives(max_age=30)),  # no-store: no force
+        ("no-store", None, RequestDirectives()),
+        ('max-age="15"', None, RequestDirectives(max_age=15)),
+        ("max-age=5, max-age=10", None, RequestDirectives(max_age=5)),  # first wins
+        ("max-age=99999999999", None, RequestDirectives(max_age=2**31)),
+        ("max-stale=10", None, RequestDirectives()),  # not max-age
+        ("s-maxage=5", None, RequestDirectives()),
+        ("no-cache-please", None, RequestDirectives()),  # not the directive
+        ("max-age=abc", None, RequestDirectives()),
+        ("max-age=-1", None, RequestDirectives()),
+        ("max-age=", None, RequestDirectives()),
+        ("only-if-cached", None, RequestDirectives(only_if_cached=True)),
+        (
+            "only-if-cached, no-cache, max-age=9",
+            None,
+            RequestDirectives(force=True, max_age=9, only_if_cached=True),
+        ),
+        (None, "no-cache", RequestDirectives(force=True)),  # HTTP/1.0 reload
+        (None, "No-Cache", RequestDirectives(force=True)),
+        (None, "x-foo", RequestDirectives()),
+        ("max-age=5", "no-cache", RequestDirectives(max_age=5)),  # Cache-Control wins (§5.4)
+        ("no-cache", "no-cache", RequestDirectives(force=True)),
+    ],
+)
+def test_request_directives(cache_control, pragma, expected):
+    got = request_directives(cache_control, pragma)
+    assert isinstance(got, RequestDirectives)
+    assert got == expected
+
+
+# --- parse_cache_control --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, {}),
+        ("", {}),
+        ("no-cache", {"no-cache": None}),
+        ("No-Cache, MAX-AGE=60", {"no-cache": None, "max-age": "60"}),  # names lower-cased
+        ("  max-age = 60 ,  no-store  ", {"max-age": "60", "no-store": None}),  # spaces
+        ("\tmax-age=5\t", {"max-age": "5"}),
+        ('max-age="60"', {"max-age": "60"}),  # quotes removed
+        ('community="UCI"', {"community": "UCI"}),  # extensions kept, value case kept
+        ("max-age=60, max-age=10", {"max-age": "60"}),  # the first occurrence wins
+        ("no-cache, no-cache=x", {"no-cache": None}),
+        (",, ,no-store,", {"no-store": None}),  # empty list elements
+        ("max age=5, no-cache", {"no-cache": None}),  # malformed parts skipped
+        ("=5, public", {"public": None}),
+        ("max-age=5 6", {"max-age": "5 6"}),  # kept as is; _seconds rejects it later
+    ],
+)
+def test_parse_cache_control(value, expected):
+    assert parse_cache_control(value) == expected
+
+
+def test_parse_cache_control_comma_inside_quotes_is_a_known_limit():
+    # Splitting on commas first cuts a quoted list; what is promised is only that the
+    # directives around it survive and no piece of the quoted list becomes a directive.
+    cc = parse_cache_control('no-cache="Set-Cookie, X-Foo", max-age=5')
+    assert set(cc) == {"no-cache", "max-age"}
+    assert cc["max-age"] == "5"
+
+
+# --- after_upstream_error -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "has_copy", "expected"),
+    [
+        (ON, True, SERVE),  # a stale copy (with a Warning) beats an error page
+        (ON, False, None),
+        (AUTO, True, SERVE),
+        (AUTO, False, QUEUE),  # the dial failed: remember it for later
+        (OFF, True, SERVE),
+        (OFF, False, None),
+    ],
+    ids=_id,
+)
+def test_after_upstream_error(mode, has_copy, expected):
+    assert after_upstream_error(mode, has_copy) is expected
+
+
+# --- which captures stand for the resource --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "servable", "good"),
+    [
+        (200, True, True),
+        (203, True, True),
+        (204, True, True),
+        (206, False, False),  # only a part of the body
+        (301, True, True),
+        (304, False, False),  # no body of its own
+        (400, True, False),
+        (404, True, False),
+        (410, True, False),
+        (500, True, False),
+        (503, True, False),
+    ],
+)
+def test_is_servable_and_is_good(status, servable, good):
+    assert is_servable(status) is servable
+    assert is_good(status) is good
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ((), False),
+        ((("Content-Type", "text/html"),), False),
+        ((("ETag", '"a"'),), True),
+        ((("etag", '"a"'),), True),
+        ((("Last-Modified", "Sat, 01 Mar 2025 11:00:00 GMT"),), True),
+        ((("ETag", '"a"'), ("Last-Modified", "Sat, 01 Mar 2025 11:00:00 GMT")), True),
+    ],
+)
+def test_stored_has_validators(headers, expected):
+    assert Stored(NOW, 200, headers).has_validators is expected
+
+
+# --- validators and 304s --------------------------------------------------------------------
+
+LM = http_date(NOW - timedelta(days=1))
+
+
+@pytest.mark.parametrize(
+    ("stored_headers", "expected"),
+    [
+        ([], []),
+        ([("Content-Type", "text/html")], []),
+        ([("ETag", '"a"')], [("If-None-Match", '"a"')]),
+        ([("etag", 'W/"a"')], [("If-None-Match", 'W/"a"')]),  # weak tags are sent as they are
+        ([("Last-Modified", LM)], [("If-Modified-Since", LM)]),
+        (
+            [("Last-Modified", LM), ("ETag", '"a"')],
+            [("If-None-Match", '"a"'), ("If-Modified-Since", LM)],
+        ),
+        ([("ETag", "")], []),  # an empty ETag is no validator
+    ],
+)
+def test_revalidation_headers(stored_headers, expected):
+    assert revalidation_headers(stored_headers) == expected
+
+
+OLD_DATE = http_date(NOW - timedelta(days=1))
+NEW_DATE = http_date(NOW)
+
+
+def test_merge_not_modified_replaces_what_the_304_says_and_keeps_the_body_framing():
+    stored = [
+        ("Content-Type", "text/html"),
+        ("Content-Length", "1234"),
+        ("Content-Encoding", "gzip"),
+        ("ETag", '"old"'),
+        ("Cache-Control", "max-age=60"),
+        ("Date", OLD_DATE),
+        ("Expires", OLD_DATE),
+        ("X-Unrelated", "stays"),
+    ]
+    response_304 = [
+        ("ETag", '"new"'),
+        ("cache-control", "max-age=600"),  # names compare case-insensitively
+        ("Date", NEW_DATE),
+        ("Expires", NEW_DATE),
+        ("Content-Length", "0"),  # the 304's own (empty) body, not the stored one's
+        ("Content-Encoding", "br"),  # the stored body is still gzip
+        ("Transfer-Encoding", "chunked"),  # hop-by-hop
+        ("Connection", "close, X-Hop"),
+        ("X-Hop", "1"),  # named by Connection: hop-by-hop too
+    ]
+    assert merge_not_modified(stored, response_304) == [
+        ("Content-Type", "text/html"),
+        ("Content-Length", "1234"),
+        ("Content-Encoding", "gzip"),
+        ("X-Unrelated", "stays"),
+        ("ETag", '"new"'),
+        ("cache-control", "max-age=600"),
+        ("Date", NEW_DATE),
+        ("Expires", NEW_DATE),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("stored", "response_304", "expected"),
+    [
+        ([("A", "1")], [], [("A", "1")]),  # an empty 304 changes nothing
+        ([("A", "1"), ("B", "2")], [("a", "3")], [("B", "2"), ("a", "3")]),
+        # each name the 304 carries replaces every stored line of that name
+        (
+            [("Set-Cookie", "a=1"), ("Set-Cookie", "b=2"), ("X", "x")],
+            [("Set-Cookie", "c=3")],
+            [("X", "x"), ("Set-Cookie", "c=3")],
+        ),
+        (
+            [("Content-Range", "bytes 0-9/10")],
+            [("Content-Range", "bytes 0-0/1")],
+            [("Content-Range", "bytes 0-9/10")],
+        ),
+        (
+            [("Connection", "keep-alive")],
+            [("Keep-Alive", "timeout=5")],
+            [("Connection", "keep-alive")],
+        ),
+    ],
+)
+def test_merge_not_modified_table(stored, response_304, expected):
+    assert merge_not_modified(stored, response_304) == expected
+
+
+IMS_EQUAL = http_date(NOW - timedelta(days=1))  # the response's Last-Modified
+IMS_OLDER = http_date(NOW - timedelta(days=2))
+IMS_NEWER = http_date(NOW)
+RESPONSE = [("ETag", '"v1"'), ("Last-Modified", IMS_EQUAL), ("Content-Type", "text/html")]
+NO_ETAG = [("Last-Modified", IMS_EQUAL)]
+WEAK = [("ETag", 'W/"v1"')]
+
+# method, request headers, response status, response headers -> 304?
+CONDITIONALS = [
+    ("GET", [], 200, RESPONSE, False),
+    # If-None-Match: weak comparison (RFC 9110 §13.1.2)
+    ("GET", [("If-None-Match", '"v1"')], 200, RESPONSE, True),
+    ("GET", [("If-None-Match", '"v2"')], 200, RESPONSE, False),
+    ("GET", [("If-None-Match", '"V1"')], 200, RESPONSE, False),  # opaque: case counts
+    ("GET", [("If-None-Match", 'W/"v1"')], 200, RESPONSE, True),  # weak matches strong
+    ("GET", [("If-None-Match", '"v1"')], 200, WEAK, True),  # strong matches weak
+    ("GET", [("If-None-Match", 'W/"v1"')], 200, WEAK, True),
+    ("GET", [("if-none-match", '  "v1"  ')], 200, RESPONSE, True),
+    ("GET", [("If-None-Match", '"x", "v1", "y"')], 200, RESPONSE, True),  # a list
+    ("GET", [("If-None-Match", '"x","y"')], 200, RESPONSE, False),
+    ("GET", [("If-None-Match", "*")], 200, RESPONSE, True),
+    # RFC 9110 §13.1.2: "*" is false whenever a current representation exists, ETag or not;
+    # for GET/HEAD a false condition is a 304 (§13.2.2 step 3).
+    pytest.param("GET", [("If-None-Match", "*")], 200, NO_ETAG, True, id="INM-star-no-etag"),
+    ("GET", [("If-None-Match", '"v1"')], 200, NO_ETAG, False),  # nothing to match
+    # If-Modified-Since (RFC 9110 §13.1.3): not modified since = modified <= the date
+    ("GET", [("If-Modified-Since", IMS_EQUAL)], 200, RESPONSE, True),
+    ("GET", [("If-Modified-Since", IMS_NEWER)], 200, RESPONSE, True),
+    ("GET", [("If-Modified-Since", IMS_OLDER)], 200, RESPONSE, False),
+    ("GET", [("If-Modified-Since", "garbage")], 200, RESPONSE, False),  # invalid: ignored
+    ("GET", [("If-Modified-Since", IMS_NEWER)], 200, [("ETag", '"v1"')], False),  # no date
+    # If-None-Match present: If-Modified-Since is not looked at (§13.2.2 step 4)
+    ("GET", [("If-None-Match", '"v2"'), ("If-Modified-Since", IMS_NEWER)], 200, RESPONSE, False),
+    ("GET", [("If-None-Match", '"v1"'), ("If-Modified-Since", IMS_OLDER)], 200, RESPONSE, True),
+    ("GET", [("If-None-Match", '"v1"'), ("If-Modified-Since", IMS_NEWER)], 200, NO_ETAG, False),
+    # methods and statuses
+    ("HEAD", [("If-None-Match", '"v1"')], 200, RESPONSE, True),
+    ("get", [("If-None-Match", '"v1"')], 200, RESPONSE, True),
+    ("POST", [("If-None-Match", '"v1"')], 200, RESPONSE, False),  # never for POST
+    ("POST", [("If-Modified-Since", IMS_NEWER)], 200, RESPONSE, False),
+    ("GET", [("If-None-Match", '"v1"')], 204, RESPONSE, True),
+    ("GET", [("If-None-Match", '"v1"')], 404, RESPONSE, False),  # only 2xx (§13.2.1)
+    ("GET", [("If-Modified-Since", IMS_NEWER)], 404, RESPONSE, False),
+    ("GET", [("If-None-Match", '"v1"')], 301, RESPONSE, False),
+    ("GET", [("If-None-Match", '"v1"')], 500, RESPONSE, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "request_headers", "status", "headers", "expected"), CONDITIONALS
+)
+def test_not_modified(method, request_headers, status, headers, expected):
+    assert not_modified(method, request_headers, status, headers) is expected
+
+
+def test_not_modified_headers_keep_only_the_rfc_9110_15_4_5_set():
+    response = [
+        ("Content-Type", "text/html"),
+        ("Cache-Control", "max-age=60"),
+        ("Content-Length", "1234"),
+        ("Content-Location", "/index.html"),
+        ("Content-Encoding", "gzip"),
+        ("Date", NEW_DATE),
+        ("etag", '"v1"'),
+        ("Expires", NEW_DATE),
+        ("Set-Cookie", "a=1"),
+        ("Server", "nginx"),
+        ("Transfer-Encoding", "chunked"),
+        ("Vary", "Accept-Encoding"),
+        ("Vary", "Accept-Language"),
+        ("Last-Modified", OLD_DATE),  # allowed by §15.4.5 as a guide to cache updates
+        ("X-Custom", "1"),
+    ]
+    assert not_modified_headers(response) == [
+        ("Cache-Control", "max-age=60"),
+        ("Content-Location", "/index.html"),
+        ("Date", NEW_DATE),
+        ("etag", '"v1"'),
+        ("Expires", NEW_DATE),
+        ("Vary", "Accept-Encoding"),
+        ("Vary", "Accept-Language"),
+        ("Last-Modified", OLD_DATE),
+    ]
+
+
+REQUEST = [
+    ("Host", "example.com"),
+    ("If-None-Match", '"a"'),
+    ("if-modified-since", OLD_DATE),
+    ("If-Match", '"a"'),
+    ("If-Unmodified-Since", OLD_DATE),
+    ("If-Range", '"a"'),
+    ("Range", "bytes=0-99"),
+    ("Accept", "*/*"),
+]
+
+
+@pytest.mark.parametrize(
+    ("keep_range", "expected"),
+    [
+        (False, [("Host", "example.com"), ("Accept", "*/*")]),
+        # Range survives with the If-Range that goes with it; the other conditions do not
+        (
+            True,
+            [
+                ("Host", "example.com"),
+                ("If-Range", '"a"'),
+                ("Range", "bytes=0-99"),
+                ("Accept", "*/*"),
+            ],
+        ),
+    ],
+)
+def test_without_conditionals(keep_range, expected):
+    assert without_conditionals(REQUEST, keep_range=keep_range) == expected
+
+
+def test_without_conditionals_default_drops_range():
+    assert without_conditionals([("RANGE", "bytes=0-1"), ("X", "1")]) == [("X", "1")]
+
+
+# --- Vary -----------------------------------------------------------------------------------
+
+AL_EN = [("Accept-Language", "en")]
+AL_FR = [("Accept-Language", "fr")]
+VARY_AL = [("Vary", "Accept-Language")]
+
+# stored response headers, recorded request headers, this request's headers -> fits?
+VARY = [
+    ([], None, [], True),
+    ([], AL_EN, AL_FR, True),  # no Vary: anything goes
+    ([("Vary", "Accept-Encoding")], [("Accept-Encoding", "gzip")], [], True),  # left to codings
+    ([("Vary", "accept-encoding")], None, [("Accept-Encoding", "br")], True),
+    ([("Vary", "*")], AL_EN, AL_EN, False),  # never fits
+    ([("Vary", "Accept-Language, *")], AL_EN, AL_EN, False),
+    (VARY_AL, AL_EN, AL_EN, True),
+    (VARY_AL, AL_EN, AL_FR, False),
+    (VARY_AL, None, [], True),  # missing on both
+    (VARY_AL, [], [("Host", "x")], True),
+    (VARY_AL, None, AL_EN, False),  # missing on one
+    (VARY_AL, AL_EN, [], False),
+    # RFC 9111 §4.1: a field absent from a request only matches one where it is also absent;
+    # an empty field line is present.
+    pytest.param(VARY_AL, [("Accept-Language", "")], [], False, id="empty-is-not-absent"),
+    # normalization: case and whitespace in names and values (language tags ignore case)
+    (
+        VARY_AL,
+        [("Accept-Language", "en-US, fr;q=0.5")],
+        [("accept-language", "en-us,fr;q=0.5")],
+        True,
+    ),
+    ([("Vary", " ACCEPT-LANGUAGE ")], AL_EN, [("Accept-Language", " EN ")], True),
+    ([("vary", "Accept-Language")], AL_EN, AL_FR, False),
+    # several field lines are one list, on both sides
+    ([("Vary", "Accept-Encoding"), ("Vary", "Accept-Language")], AL_EN, AL_FR, False),
+    ([("Vary", "Accept-Encoding"), ("Vary", "Accept-Language")], AL_EN, AL_EN, True),
+    ([("Vary", " , Accept-Language ,, ")], AL_EN, AL_FR, False),
+    (
+        VARY_AL,
+        [("Accept-Language", "en"), ("Accept-Language", "fr")],
+        [("Accept-Language", "en, fr")],
+        True,
+    ),
+    (
+        [("Vary", "Accept-Encoding, Accept-Language")],
+        [("Accept-Encoding", "gzip"), *AL_EN],
+        [("Accept-Encoding", "br"), *AL_EN],
+        True,  # Accept-Encoding does not count
+    ),
+    ([("Vary", "Cookie")], [("Cookie", "a=1")], [("Cookie", "a=2")], False),
+    # RFC 9111 §4.1 allows case-normalization only "where values are defined to be
+    # case-insensitive"; cookie values are not: two sessions must not share a copy.
+    pytest.param(
+        [("Vary", "Cookie")],
+        [("Cookie", "session=ABC")],
+        [("Cookie", "session=abc")],
+        False,
+        id="cookie-value-case-counts",
+    ),
+]
+
+
+@pytest.mark.parametrize(("stored", "recorded", "request_headers", "expected"), VARY)
+def test_vary_matches(stored, recorded, request_headers, expected):
+    assert vary_matches(stored, recorded, request_headers) is expected
+
+
+# --- content codings ------------------------------------------------------------------------
+
+# Accept-Encoding, Content-Encoding -> may the copy be sent as it is?
+CODINGS = [
+    (None, None, True),  # no coding: always
+    (None, "", True),
+    (None, "identity", True),
+    ("", None, True),
+    ("gzip;q=0", "identity", True),
+    ("gzip, deflate, br", "gzip", True),
+    ("deflate, br", "gzip", False),
+    ("GZIP", "Gzip", True),  # codings ignore case
+    ("gzip;q=0", "gzip", False),  # q=0: "not acceptable"
+    ("gzip; q=0.000", "gzip", False),
+    ("gzip; q=0.5", "gzip", True),
+    ("br;q=1.0, gzip;q=0.8", "br", True),
+    ("*", "br", True),
+    ("*;q=0", "gzip", False),
+    ("*;q=0, gzip", "gzip", True),  # the named coding beats *
+    ("gzip;q=0, *", "gzip", False),
+    (None, "gzip", False),  # no Accept-Encoding: identity only (curl, scripts)
+    ("", "gzip", False),  # empty: "no content coding wanted" (RFC 9110 §12.5.3)
+    ("identity", "gzip", False),
+    ("gzip", "x-gzip", True),  # x-gzip is gzip (RFC 9110 §8.4.1.3), both ways
+    ("x-gzip", "gzip", True),
+    ("x-gzip", "x-gzip", True),
+    ("x-gzip;q=0", "gzip", False),
+    ("gzip", "gzip, br", False),  # stacked codings: each must be accepted
+    ("gzip, br", "gzip, br", True),
+    ("br, gzip", "gzip,br", True),
+    ("gzip, br", "identity, gzip", True),  # identity is no coding
+]
+
+
+@pytest.mark.parametrize(("accept_encoding", "content_encoding", "expected"), CODINGS)
+def test_accepts_coding(accept_encoding, content_encoding, expected):
+    assert accepts_coding(accept_encoding, content_encoding) is expected
+
+
+# --- replay headers -------------------------------------------------------------------------
+
+
+def test_replay_headers_drop_hops_and_renamed_transfer_headers():
+    recorded = [
+        ("Content-Type", "text/html"),
+        ("Transfer-Encoding", "chunked"),
+        ("Connection", "keep-alive, X-Hop"),
+        ("Keep-Alive", "timeout=5"),
+        ("X-Hop", "1"),
+        ("X-Archive-Orig-Transfer-Encoding", "chunked"),  # a hop the replay does not repeat
+        ("x-archive-orig-connection", "close"),
+        ("X-Archive-Orig-Server", "nginx"),  # end-to-end: kept
+        ("Content-Length", "5"),
+        ("Server", "nginx"),
+    ]
+    assert replay_headers(recorded) == [
+        ("Content-Type", "text/html"),
+        ("X-Archive-Orig-Server", "nginx"),
+        ("Content-Length", "5"),
+        ("Server", "nginx"),
+    ]
