@@ -221,8 +221,8 @@ def is_fresh(
     else:
         origin = freshness(stored.status, stored.headers, stored.date)
         lifetime = origin.lifetime if origin.must_ask else max(origin.lifetime, request_changed)
-    if client_max_age is not None:
-        lifetime = min(lifetime, float(client_max_age))
+    if client_max_age is not None and age > client_max_age:
+        return False  # RFC 9111 §5.2.1.1: the browser takes an age up to its max-age
     return age < lifetime
 
 
@@ -367,11 +367,11 @@ def not_modified(
     request_headers = list(request_headers)
     inm = get_header(request_headers, "If-None-Match")
     if inm is not None:
-        etag = get_header(response_headers, "ETag")
-        if etag is None:
-            return False
         tags = _etags(inm)
-        return "*" in tags or any(_weak_equal(t, etag.strip()) for t in tags)
+        if "*" in tags:
+            return True  # any current representation matches (RFC 9110 §13.1.2)
+        etag = get_header(response_headers, "ETag")
+        return etag is not None and any(_weak_equal(t, etag.strip()) for t in tags)
     ims = _http_date(get_header(request_headers, "If-Modified-Since"))
     modified = _http_date(get_header(response_headers, "Last-Modified"))
     return ims is not None and modified is not None and modified <= ims
@@ -398,9 +398,19 @@ def _vary_names(headers: Sequence[tuple[str, str]]) -> list[str]:
     return names
 
 
-def _normalized(headers: Sequence[tuple[str, str]], name: str) -> str:
+#: request headers whose values compare without regard to case (RFC 9110 §12.5)
+_CASELESS = frozenset({"accept", "accept-charset", "accept-language", "accept-encoding"})
+
+
+def _normalized(headers: Sequence[tuple[str, str]], name: str) -> str | None:
+    """The header's values joined with white space removed (RFC 9111 §4.1), lower-cased only
+    where the header's values are case-insensitive; None when absent (an empty header is
+    present, and matches only an empty one)."""
     values = [v for n, v in headers if n.lower() == name]
-    return ",".join("".join(v.split()).lower() for v in values)
+    if not values:
+        return None
+    joined = ",".join("".join(v.split()) for v in values)
+    return joined.lower() if name in _CASELESS else joined
 
 
 def vary_matches(
