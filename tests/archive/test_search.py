@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import sqlite3
-import zlib
 from datetime import UTC, datetime
 
 import pytest
@@ -15,7 +14,6 @@ from hypothesis import strategies as st
 from wwwproxy.archive.search import (
     SEARCH_DB,
     SearchIndex,
-    decode_content,
     decode_text,
     extract_text,
     fts_query,
@@ -44,21 +42,6 @@ def store(tmp_path):
 
 
 # --- pure parts ----------------------------------------------------------------------------
-
-
-def test_decode_content_gzip_deflate_and_raw_deflate():
-    data = b"hello " * 100
-    assert decode_content(gzip.compress(data), "gzip") == data
-    assert decode_content(zlib.compress(data), "deflate") == data
-    raw = zlib.compressobj(wbits=-15)
-    assert decode_content(raw.compress(data) + raw.flush(), "deflate") == data
-    assert decode_content(data, None) == data and decode_content(data, "identity") == data
-    assert decode_content(gzip.compress(gzip.compress(data)), "gzip, gzip") == data
-    assert decode_content(gzip.compress(data), "gzip", limit=10) == data[:10]
-    with pytest.raises(ValueError, match="unknown content encoding 'zstd'"):
-        decode_content(data, "zstd")
-    with pytest.raises(ValueError, match="bad compressed data"):
-        decode_content(b"not gzip", "gzip")
 
 
 def test_decode_text_by_bom_header_and_meta():

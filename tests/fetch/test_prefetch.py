@@ -7,12 +7,13 @@ import io
 import re
 import subprocess
 import sys
-import zlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import aiohttp
+import brotli
 import pytest
+from wwwproxy.proxy.run import start
 
 from wwwproxy.archive.outgoing import QueuedRequest
 from wwwproxy.archive.store import Store
@@ -20,7 +21,6 @@ from wwwproxy.archive.warc import read_records
 from wwwproxy.config import Config, FreshnessRule
 from wwwproxy.fetch.links import Link
 from wwwproxy.fetch.prefetch import (
-    ContentDecoder,
     FetchOptions,
     Outcome,
     Prefetcher,
@@ -32,11 +32,11 @@ from wwwproxy.fetch.prefetch import (
     in_scope,
     is_fresh,
     next_tasks,
+    read_decoded,
     redirect_task,
 )
 from wwwproxy.fetch.progress import Progress
 from wwwproxy.http.policy import Mode
-from wwwproxy.proxy.run import start
 from wwwproxy.url import canonicalize
 from wwwproxy.url.requestkey import request_key
 
@@ -153,33 +153,17 @@ def test_freshness() -> None:
     assert not is_fresh(old, now, 7199)
 
 
-@pytest.mark.parametrize(
-    ("coding", "encode"),
-    [
-        ("gzip", gzip.compress),
-        ("x-gzip", gzip.compress),
-        ("deflate", zlib.compress),
-        ("deflate", lambda d: zlib.compress(d)[2:-4]),  # raw deflate, as some servers send
-        ("identity", lambda d: d),
-        (None, lambda d: d),
-        ("gzip, gzip", lambda d: gzip.compress(gzip.compress(d))),
-    ],
-)
-def test_content_decoding(coding: str | None, encode) -> None:  # type: ignore[no-untyped-def]
-    data = b"<a href='/x'>x</a>" * 1000
-    encoded = encode(data)
-    decoder = ContentDecoder(coding)
-    out = b"".join(decoder.feed(encoded[i : i + 7]) for i in range(0, len(encoded), 7))
-    assert out + decoder.flush() == data
-
-
-def test_undecodable_content() -> None:
-    with pytest.raises(ValueError, match="br"):
-        ContentDecoder("br")
-    with pytest.raises(ValueError, match="gzip"):
-        decoder = ContentDecoder("gzip")
-        decoder.feed(b"this is not gzip at all")
-        decoder.flush()
+def test_read_decoded_undoes_br_and_keeps_to_its_limit(tmp_path: Path) -> None:
+    page = b"<html><a href='/next.html'>next</a></html>" * 100
+    store = Store(tmp_path / "cache")
+    url = canonicalize("http://www.example.com/br.html")
+    recorder = store.recorder(url, url.file, method="GET", request_headers=[], request_body=b"")
+    recorder.write(brotli.compress(page))
+    recorder.finish(200, "OK", [("Content-Type", "text/html"), ("Content-Encoding", "br")])
+    entry = store.get(url)
+    assert entry is not None
+    assert read_decoded(entry) == page
+    assert read_decoded(entry, 100) == page[:100]
 
 
 def test_digest_is_of_the_decoded_content() -> None:

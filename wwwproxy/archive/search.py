@@ -22,12 +22,12 @@ import sqlite3
 import threading
 import time
 import weakref
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..http.content import charset_param, decode_content
 from .cdxj import CDXJError, CDXJRecord
 from .warc import WARCFormatError, open_payload
 
@@ -40,8 +40,6 @@ __all__ = [
     "SearchHit",
     "SearchIndex",
     "SearchResults",
-    "charset_param",
-    "decode_content",
     "decode_text",
     "extract_text",
     "fts_query",
@@ -83,51 +81,6 @@ CREATE VIRTUAL TABLE IF NOT EXISTS page_text USING fts5(
 
 
 # --- decoding and text extraction (pure) --------------------------------------------------------
-
-
-def decode_content(data: bytes, content_encoding: str | None, limit: int = MAX_PAYLOAD) -> bytes:
-    """Undo gzip / deflate Content-Encoding (and br when a brotli module is installed), at
-    most ``limit`` bytes out.  Raises ValueError for an encoding it cannot undo."""
-    codings = [c.strip().lower() for c in (content_encoding or "").split(",") if c.strip()]
-    for coding in reversed(codings):
-        if coding in ("identity", ""):
-            continue
-        if coding in ("gzip", "x-gzip"):
-            data = _inflate(data, 16 + zlib.MAX_WBITS, limit)
-        elif coding == "deflate":
-            try:
-                data = _inflate(data, zlib.MAX_WBITS, limit)
-            except ValueError:  # raw deflate, as some servers send
-                data = _inflate(data, -zlib.MAX_WBITS, limit)
-        elif coding == "br":
-            try:
-                import brotli  # type: ignore[import-not-found]
-            except ImportError:
-                raise ValueError("br content encoding needs the brotli module") from None
-            try:
-                data = brotli.decompress(data)[:limit]
-            except Exception as exc:  # noqa: BLE001 (brotli raises its own error type)
-                raise ValueError(f"bad br data: {exc}") from None
-        else:
-            raise ValueError(f"unknown content encoding {coding!r}")
-    return data[:limit]
-
-
-def _inflate(data: bytes, wbits: int, limit: int) -> bytes:
-    try:
-        d = zlib.decompressobj(wbits)
-        return d.decompress(data, limit)
-    except zlib.error as exc:
-        raise ValueError(f"bad compressed data: {exc}") from None
-
-
-def charset_param(content_type: str | None) -> str | None:
-    """The charset parameter of a Content-Type, if any."""
-    for param in (content_type or "").split(";")[1:]:
-        name, _, value = param.partition("=")
-        if name.strip().lower() == "charset":
-            return value.strip().strip("\"'") or None
-    return None
 
 
 def _codec(label: str | None) -> str | None:
@@ -434,7 +387,7 @@ class SearchIndex:
         with stream:
             raw = stream.read(MAX_PAYLOAD)
         names = {n.lower(): v for n, v in headers}
-        data = decode_content(raw, names.get("content-encoding"))
+        data = decode_content(raw, names.get("content-encoding"), MAX_PAYLOAD)
         content_type = names.get("content-type")
         mime = (content_type or "text/html").split(";", 1)[0].strip().lower()
         return extract_text(decode_text(data, content_type), mime)

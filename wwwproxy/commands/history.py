@@ -23,8 +23,8 @@ import aiohttp
 from aiohttp import web
 
 from ..archive.cdxj import CDXJError, CDXJRecord, normalize_timestamp
-from ..archive.search import decode_content
 from ..archive.store import CachedEntry
+from ..http.content import decode_content
 from ..url import URL, surt
 from .context import Context, PageError
 from .template import esc, fmt_time, href, link, table

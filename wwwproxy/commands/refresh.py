@@ -22,8 +22,9 @@ from aiohttp import web
 
 from .. import __version__
 from ..archive.outgoing import QueuedRequest
-from ..archive.search import MAX_PAYLOAD, charset_param, decode_content
+from ..archive.search import MAX_PAYLOAD
 from ..fetch.links import Link, extract_css_links, extract_html_links, is_css, is_html, same_host
+from ..http.content import charset_param, decode_content
 from ..http.policy import Mode
 from ..recording.upstream import UpstreamError
 from ..url import URL, InvalidURL, canonicalize
@@ -146,7 +147,7 @@ class RefreshJob:
         def read() -> bytes:
             with entry.open_body() as stream:
                 raw = stream.read(MAX_PAYLOAD)
-            return decode_content(raw, headers.get("content-encoding"))
+            return decode_content(raw, headers.get("content-encoding"), MAX_PAYLOAD)
 
         try:
             data = await asyncio.to_thread(read)

@@ -55,7 +55,6 @@ import hashlib
 import logging
 import sqlite3
 import time
-import zlib
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -71,6 +70,7 @@ from ..archive.outgoing import QueuedRequest
 from ..archive.search import SearchIndex
 from ..archive.store import CachedEntry, Store
 from ..config import Config
+from ..http.content import ContentDecoder, charset_param
 from ..http.headers import get_header
 from ..proxy.modes import age_seconds, max_age_for
 from ..proxy.server import ProxyServer
@@ -93,7 +93,6 @@ __all__ = [
     "REDIRECT_STATUSES",
     "SCOPES",
     "USER_AGENT",
-    "ContentDecoder",
     "FetchOptions",
     "Outcome",
     "Prefetcher",
@@ -304,91 +303,19 @@ def is_fresh(recorded: datetime, now: datetime, max_age: int | None) -> bool:
     return max_age is None or age_seconds(recorded, now) <= max_age
 
 
-def _charset(content_type: str | None) -> str | None:
-    if not content_type:
-        return None
-    for param in content_type.split(";")[1:]:
-        name, _, value = param.partition("=")
-        if name.strip().lower() == "charset":
-            return value.strip().strip('"') or None
-    return None
-
-
 # --- bodies -----------------------------------------------------------------------------------
-
-
-class ContentDecoder:
-    """Undo a Content-Encoding (``gzip``, ``x-gzip``, ``deflate`` in its zlib or raw form,
-    ``identity``; several in a row) piecewise; ValueError for others (``br``, ``zstd``) or
-    for data that is not what it says."""
-
-    def __init__(self, content_encoding: str | None) -> None:
-        codings = [c.strip().lower() for c in (content_encoding or "").split(",") if c.strip()]
-        self._stages: list[_Stage] = []
-        for coding in reversed(codings):
-            if coding == "identity":
-                continue
-            if coding not in ("gzip", "x-gzip", "deflate"):
-                raise ValueError(f"cannot decode Content-Encoding {coding!r}")
-            self._stages.append(_Stage(coding))
-
-    def feed(self, data: bytes) -> bytes:
-        for stage in self._stages:
-            data = stage.feed(data)
-        return data
-
-    def flush(self) -> bytes:
-        data = b""
-        for stage in self._stages:
-            data = stage.feed(data) + stage.flush()
-        return data
-
-
-class _Stage:
-    def __init__(self, coding: str) -> None:
-        self.coding = coding
-        self._d: zlib._Decompress | None = (
-            zlib.decompressobj(16 + zlib.MAX_WBITS) if coding != "deflate" else None
-        )
-        self._head = b""
-
-    def feed(self, data: bytes) -> bytes:
-        if self._d is None:  # deflate: zlib-wrapped (RFC) or raw (what some servers send)
-            self._head += data
-            if len(self._head) < 2:
-                return b""
-            raw = (self._head[0] & 0x0F) != 8 or int.from_bytes(self._head[:2], "big") % 31 != 0
-            self._d = zlib.decompressobj(-zlib.MAX_WBITS if raw else zlib.MAX_WBITS)
-            data, self._head = self._head, b""
-        try:
-            return self._d.decompress(data)
-        except zlib.error as exc:
-            raise ValueError(f"bad {self.coding} data: {exc}") from None
-
-    def flush(self) -> bytes:
-        if self._d is None:
-            if self._head:
-                raise ValueError(f"bad {self.coding} data: too short")
-            return b""
-        try:
-            return self._d.flush()
-        except zlib.error as exc:
-            raise ValueError(f"bad {self.coding} data: {exc}") from None
 
 
 def read_decoded(entry: CachedEntry, limit: int = MAX_PARSE) -> bytes:
     """The cached payload without its Content-Encoding, at most ``limit`` bytes (blocking:
     call in a thread).  ValueError if it cannot be decoded."""
-    decoder = ContentDecoder(get_header(entry.headers, "Content-Encoding"))
+    decoder = ContentDecoder(get_header(entry.headers, "Content-Encoding"), limit)
     out = bytearray()
     with entry.open_body() as stream:
-        while len(out) < limit:
-            chunk = stream.read(_READ)
-            if not chunk:
-                out += decoder.flush()
-                break
+        while not decoder.full and (chunk := stream.read(_READ)):
             out += decoder.feed(chunk)
-    return bytes(out[:limit])
+    out += decoder.flush()
+    return bytes(out)
 
 
 def _digest(stream: BinaryIO, content_encoding: str | None) -> tuple[int, str]:
@@ -643,7 +570,7 @@ class Prefetcher:
         except (ValueError, OSError) as exc:
             log.warning("%s: links not followed: %s", url.file, exc)
             return
-        charset = _charset(content_type)
+        charset = charset_param(content_type)
         if html:
             links = extract_html_links(data, url.file, encoding=charset)
         else:
