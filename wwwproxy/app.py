@@ -28,7 +28,7 @@ from .proxy.accesslog import SHUTDOWN_TIMEOUT, AccessLogger, quiet_bad_requests
 from .proxy.server import ProxyServer
 from .recording.engine import Engine
 from .recording.services import Services
-from .recording.upstream import UpstreamTimeouts
+from .recording.upstream import UpstreamTimeouts, tls_context
 
 __all__ = ["Running", "build_services", "open_services", "serve", "start"]
 
@@ -71,6 +71,7 @@ def build_services(
         finish_on_disconnect=config.finish_on_disconnect,
         resolver=resolver,
         limit_per_host=limit_per_host,
+        ssl_context=tls_context(config.upstream_ca),
     )
     return Services(
         config,

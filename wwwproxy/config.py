@@ -71,6 +71,13 @@ class Config:
     keep_good_copy: bool = True
     #: `wwwproxy online` (and the /control/ switch to online) fetches the queue at once
     fetch_on_online: bool = True
+    #: host patterns whose HTTPS is intercepted, recorded and served offline (``*`` = all,
+    #: ``*.example.com``, ``example.com``); [] = HTTPS only tunnelled
+    https_intercept: tuple[str, ...] = ()
+    #: host patterns never intercepted (tunnelled as they are: banks, pinned hosts)
+    https_bypass: tuple[str, ...] = ()
+    #: a PEM file of extra CAs trusted for upstream TLS (besides the system's)
+    upstream_ca: Path | None = None
     urldb: Path = Path("urldb")
     source: str = "<defaults>"
 
@@ -188,6 +195,28 @@ def _ports(value: Any) -> tuple[int, ...]:
     return tuple(_as_port(v) for v in _as_list(value))
 
 
+_HOST_PATTERN = re.compile(r"\*|(\*\.)?[A-Za-z0-9_.\-]+\.?|\[?[0-9A-Fa-f:.]+\]?")
+
+
+def _host_patterns(value: Any) -> tuple[str, ...]:
+    patterns = []
+    for item in _as_list(value):
+        text = _as_str(item).strip().lower()
+        if not _HOST_PATTERN.fullmatch(text):
+            raise ValueError(f"bad host pattern {item!r} (use *, example.com or *.example.com)")
+        patterns.append(text)
+    return tuple(patterns)
+
+
+def _ca_file(value: Any) -> Path | None:
+    if value is None or value == "":
+        return None
+    path = Path(_as_str(value))
+    if not path.is_file():
+        raise ValueError(f"{str(path)!r} is not a readable PEM file")
+    return path
+
+
 def _password(value: Any) -> str | None:
     if value is None:
         return None
@@ -228,6 +257,9 @@ _KEYS: dict[str, Callable[[Any], Any]] = {
     "keep_good_copy": _as_bool,
     "fetch_on_online": _as_bool,
     "freshness": lambda v: v,  # needs the source for per-item lines; handled below
+    "https_intercept": _host_patterns,
+    "https_bypass": _host_patterns,
+    "upstream_ca": _ca_file,
     "urldb": lambda v: Path(_as_str(v)),
 }
 

@@ -652,19 +652,37 @@ async def read_response(reader: asyncio.StreamReader, timeout: float = 5.0) -> R
 class TLSOrigin:
     port: int
     client_context: ssl.SSLContext
+    #: its CA as a PEM file (for the proxy's ``upstream_ca``)
+    ca_pem: Path
+    hits: Counter[str] = field(default_factory=Counter)
+
+    def url(self, path: str, host: str = "localhost") -> str:
+        return f"https://{host}:{self.port}{path}"
 
 
 @pytest.fixture
-async def tls_origin() -> AsyncIterator[TLSOrigin]:
+async def tls_origin(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[TLSOrigin]:
     ca = trustme.CA()
+    ca_pem = tmp_path_factory.mktemp("origin-ca") / "origin-ca.pem"
+    ca.cert_pem.write_to_path(str(ca_pem))
+    hits: Counter[str] = Counter()
     cert = ca.issue_cert("localhost", "127.0.0.1")
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     cert.configure_cert(server_ctx)
     client_ctx = ssl.create_default_context()
     ca.configure_trust(client_ctx)
 
-    async def hello(request: web.Request) -> web.Response:
+    async def hello(request: web.Request) -> web.StreamResponse:
         body = await request.read()
+        hits[request.path] += 1
+        if request.path == "/style.css":
+            return web.Response(text="p { color: rgb(1, 2, 3) }", content_type="text/css")
+        if request.path == "/ws":
+            ws = web.WebSocketResponse()
+            await ws.prepare(request)
+            async for message in ws:
+                await ws.send_str(f"echo {message.data}")
+            return ws
         return web.Response(text=f"secret {request.method} {request.path} {body.decode()}")
 
     app = web.Application(client_max_size=16 * 1024 * 1024)
@@ -675,7 +693,7 @@ async def tls_origin() -> AsyncIterator[TLSOrigin]:
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # noqa: SLF001
     try:
-        yield TLSOrigin(port, client_ctx)
+        yield TLSOrigin(port, client_ctx, ca_pem, hits)
     finally:
         await asyncio.wait_for(runner.cleanup(), 5)
 

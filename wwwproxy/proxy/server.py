@@ -44,6 +44,7 @@ from ..recording.services import Services
 from ..recording.upstream import UpstreamError
 from ..url import URL, InvalidURL, canonicalize
 from ..url.requestkey import request_key
+from .intercept import Interceptor
 from .pages import page_response
 from .tunnel import tunnel
 
@@ -70,6 +71,8 @@ class ProxyServer:
         self.commands = commands
         #: set when the server shuts down: open CONNECT tunnels end instead of holding it up
         self.closing = asyncio.Event()
+        #: HTTPS interception (the local CA is made on first use)
+        self.interceptor = Interceptor(services.store.root / "certificates")
 
     @property
     def config(self):  # noqa: ANN201 (a Config; kept short for the tunnel and tests)
@@ -117,10 +120,16 @@ class ProxyServer:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if not self.client_allowed(request):
             return page_response(403, "Forbidden", "This proxy does not serve your address.")
+        inside = self.interceptor.target_of(request)
         if request.method == "CONNECT":
+            if inside is not None:
+                return page_response(405, "Not allowed", "CONNECT inside a CONNECT tunnel.")
             return await tunnel(request, self)
         target = request.raw_path
-        if target.startswith("/"):
+        if inside is not None and target.startswith("/"):
+            # inside an intercepted tunnel: origin-form, for the host of the CONNECT
+            target = inside.origin() + target
+        elif target.startswith("/"):
             return await self.command(request, None)
         try:
             url = canonicalize(target, local_host=self.services.local_host)
@@ -233,6 +242,8 @@ class ProxyServer:
                 sink=sink,
             )
         except UpstreamError as exc:
+            if exc.untrusted:  # never answered with a copy: the user must see why
+                return upstream_error_page(exc)
             fallback = after_upstream_error(mode, cached is not None)
             if fallback is Action.SERVE:
                 assert cached is not None

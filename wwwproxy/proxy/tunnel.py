@@ -12,6 +12,8 @@ from aiohttp import web
 
 from ..http.policy import Mode
 from ..url import InvalidURL, canonicalize
+from .certs import should_intercept
+from .intercept import Target
 from .pages import page_response
 
 if TYPE_CHECKING:
@@ -101,6 +103,9 @@ async def tunnel(request: web.Request, server: ProxyServer) -> web.StreamRespons
             f"CONNECT to port {port} is not allowed (allowed: "
             f"{', '.join(map(str, server.config.connect_ports))}).",
         )
+    if should_intercept(host, server.config.https_intercept, server.config.https_bypass):
+        # recorded and served offline like plain HTTP (offline too: answered from the cache)
+        return await server.interceptor.intercept(request, server, Target(host, port))
     if server.services.mode is Mode.OFFLINE:
         return page_response(
             503,

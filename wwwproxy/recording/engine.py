@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -91,6 +92,7 @@ class Engine:
         resolver: aiohttp.abc.AbstractResolver | None = None,
         limit_per_host: int = 0,
         limit: int = 0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.store = store
         self.timeouts = timeouts
@@ -98,6 +100,7 @@ class Engine:
         self._resolver = resolver
         self._limits = (limit_per_host, limit)
         self._session: aiohttp.ClientSession | None = None
+        self._ssl_context = ssl_context
 
     def configure(self, *, finish_on_disconnect: bool) -> None:
         self.finish_on_disconnect = finish_on_disconnect
@@ -110,7 +113,13 @@ class Engine:
         downloads and event streams."""
         if self._session is None or self._session.closed:
             limit_per_host, limit = self._limits
-            self._session = new_session(self.timeouts, limit_per_host, self._resolver, limit=limit)
+            self._session = new_session(
+                self.timeouts,
+                limit_per_host,
+                self._resolver,
+                limit=limit,
+                ssl_context=self._ssl_context,
+            )
         return self._session
 
     async def close(self) -> None:

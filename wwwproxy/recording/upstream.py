@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import socket
+import ssl
 from dataclasses import dataclass
 from urllib.parse import unquote_to_bytes
 
@@ -28,13 +30,27 @@ __all__ = [
 
 
 class UpstreamError(Exception):
-    """The origin could not be reached or failed mid-response; ``status`` is 502 or 504."""
+    """The origin could not be reached or failed mid-response; ``status`` is 502 or 504.
+    ``untrusted``: its TLS certificate failed verification (never answered with a copy)."""
 
-    def __init__(self, url: str, reason: str, status: int = 502) -> None:
+    def __init__(self, url: str, reason: str, status: int = 502, *, untrusted: bool = False):
         super().__init__(f"{url}: {reason}")
         self.url = url
         self.reason = reason
         self.status = status
+        self.untrusted = untrusted
+
+
+def tls_context(extra_ca: str | os.PathLike[str] | None = None) -> ssl.SSLContext:
+    """Upstream TLS: verified against the system's CAs, plus ``extra_ca`` (a PEM file: a
+    corporate or test CA).  Nothing is downgraded; ValueError says what is wrong with the file."""
+    context = ssl.create_default_context()
+    if extra_ca is not None:
+        try:
+            context.load_verify_locations(cafile=os.fspath(extra_ca))
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(f"upstream_ca {os.fspath(extra_ca)!r}: {exc}") from None
+    return context
 
 
 @dataclass(frozen=True)
@@ -49,18 +65,24 @@ def new_session(
     resolver: aiohttp.abc.AbstractResolver | None = None,
     *,
     limit: int = 256,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> aiohttp.ClientSession:
     """One shared client session: keep-alive to origins, no cookies, no decompression.
     ``resolver`` replaces DNS (tests send names such as ``example.com`` to local servers).
     ``limit_per_host`` and ``limit`` bound the open connections (0: no bound); a request over
     the bound waits, without a time limit, for a response to finish."""
+    tls = ssl_context if ssl_context is not None else tls_context()
     if resolver is None:
         connector = aiohttp.TCPConnector(
-            limit=limit, limit_per_host=limit_per_host, ttl_dns_cache=60
+            limit=limit, limit_per_host=limit_per_host, ttl_dns_cache=60, ssl=tls
         )
     else:
         connector = aiohttp.TCPConnector(
-            limit=limit, limit_per_host=limit_per_host, resolver=resolver, use_dns_cache=False
+            limit=limit,
+            limit_per_host=limit_per_host,
+            resolver=resolver,
+            use_dns_cache=False,
+            ssl=tls,
         )
     return aiohttp.ClientSession(
         connector=connector,
@@ -94,6 +116,12 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
         return "the connection to the server timed out", 504
     if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
         return "the server did not answer in time", 504
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        inner = exc.certificate_error
+        why = getattr(inner, "verify_message", None) or getattr(inner, "reason", None) or inner
+        return f"its TLS certificate could not be verified ({why})", 502
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return f"the TLS handshake failed ({exc.os_error})", 502
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return "the host name could not be resolved", 502
     if isinstance(exc, aiohttp.ClientConnectorError):
@@ -136,11 +164,11 @@ async def open_upstream(
             headers=headers,
             data=body if body else None,
             allow_redirects=False,
-            ssl=None,
         )
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         reason, status = describe_error(exc)
-        raise UpstreamError(url.canonical, reason, status) from exc
+        untrusted = isinstance(exc, aiohttp.ClientSSLError)
+        raise UpstreamError(url.canonical, reason, status, untrusted=untrusted) from exc
     if response.status == 101:
         # The Upgrade header is hop-by-hop and was not forwarded, so this is the server's
         # error; relayed, it would leave the browser waiting on a connection nobody speaks on.

@@ -1,0 +1,115 @@
+"""HTTPS interception over real sockets: a TLS origin with its own (trustme) CA given as
+``upstream_ca``, the proxy's local CA trusted by the client, nothing mocked."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+import aiohttp
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from wwwproxy.url import canonicalize
+
+from .conftest import TIMEOUT
+
+
+def trusting(proxy) -> ssl.SSLContext:  # noqa: ANN001 (the conftest's Proxy)
+    """A client that trusts the proxy's CA (as a browser that imported it)."""
+    cafile = Path(proxy.cache) / "certificates" / "ca.cert.pem"
+    return ssl.create_default_context(cafile=str(cafile))
+
+
+async def fetch(proxy, url: str, context: ssl.SSLContext, **kwargs):  # noqa: ANN001, ANN201
+    async with aiohttp.ClientSession(timeout=TIMEOUT, auto_decompress=False) as session:
+        async with session.get(url, proxy=proxy.url, ssl=context, **kwargs) as resp:
+            return resp.status, dict(resp.headers), await resp.read()
+
+
+@pytest.fixture
+async def intercepting(make_proxy, tls_origin):  # noqa: ANN001, ANN201
+    return await make_proxy(
+        https_intercept=("*",), upstream_ca=tls_origin.ca_pem, connect_ports=(tls_origin.port,)
+    )
+
+
+async def test_https_page_recorded_online_and_served_offline(intercepting, tls_origin):
+    proxy = intercepting
+    url = tls_origin.url("/page")
+    context = _trust_after_first(proxy)
+    status, headers, body = await fetch(proxy, url, context)
+    assert status == 200 and body == b"secret GET /page "
+    assert headers["X-Cache"] == "MISS"
+    key = canonicalize(url).file
+    assert key.startswith("https://localhost:")
+    records = await proxy.recorded(url)
+    assert records[1].target_uri == url
+    await proxy.control(mode="offline")
+    status, headers, offline = await fetch(proxy, url, context)
+    assert status == 200 and offline == body and headers["X-Cache"] == "HIT"
+    assert tls_origin.hits["/page"] == 1
+    # the WARC file is a valid archive of an https:// URL
+    path = proxy.store.path_for(canonicalize(url))
+    with open(path, "rb") as f:
+        uris = [r.rec_headers.get_header("WARC-Target-URI") for r in ArchiveIterator(f)]
+    assert uris == [url, url]
+
+
+async def test_offline_miss_inside_the_tunnel_is_queued(intercepting, tls_origin):
+    proxy = intercepting
+    await proxy.control(mode="offline")
+    status, _, body = await fetch(proxy, tls_origin.url("/never"), _trust_after_first(proxy))
+    assert status == 503 and b"queued" in body.lower()
+    queued = [p.read_text() for p in proxy.outgoing()]
+    assert len(queued) == 1 and "https://localhost:" in queued[0]
+    assert tls_origin.hits["/never"] == 0
+
+
+def _trust_after_first(proxy) -> ssl.SSLContext:  # noqa: ANN001
+    proxy.running.server.interceptor.ca  # noqa: B018 (made on first use)
+    return trusting(proxy)
+
+
+async def test_keep_alive_inside_the_tunnel(intercepting, tls_origin):
+    proxy = intercepting
+    context = _trust_after_first(proxy)
+    connector = aiohttp.TCPConnector(limit=1)
+    async with aiohttp.ClientSession(timeout=TIMEOUT, connector=connector) as session:
+        for path in ("/a", "/b", "/c"):
+            async with session.get(tls_origin.url(path), proxy=proxy.url, ssl=context) as r:
+                body = await r.read()
+                assert r.status == 200, body
+                assert body == f"secret GET {path} ".encode()
+    assert sum(tls_origin.hits.values()) == 3
+
+
+async def test_untrusted_origin_certificate_is_a_502_never_recorded(make_proxy, tls_origin):
+    # the origin's CA is not trusted
+    proxy = await make_proxy(https_intercept=("*",), connect_ports=(tls_origin.port,))
+    url = tls_origin.url("/page")
+    status, _, body = await fetch(proxy, url, _trust_after_first(proxy))
+    assert status == 502
+    assert b"certificate" in body and b"localhost" in body
+    assert not proxy.store.path_for(canonicalize(url)).exists()
+
+
+async def test_bypassed_host_is_tunnelled_with_the_origins_certificate(make_proxy, tls_origin):
+    proxy = await make_proxy(
+        https_intercept=("*",),
+        https_bypass=("localhost",),
+        upstream_ca=tls_origin.ca_pem,
+        connect_ports=(tls_origin.port,),
+    )
+    url = tls_origin.url("/page")
+    # the client trusts only the origin's CA: it works only if the proxy did not intercept
+    status, _, body = await fetch(proxy, url, tls_origin.client_context)
+    assert status == 200 and body == b"secret GET /page "
+    assert not proxy.store.path_for(canonicalize(url)).exists()
+
+
+async def test_client_not_trusting_the_ca_fails_the_handshake(intercepting, tls_origin):
+    proxy = intercepting
+    with pytest.raises(aiohttp.ClientConnectorCertificateError):
+        await fetch(proxy, tls_origin.url("/page"), tls_origin.client_context)
+    assert tls_origin.hits["/page"] == 0  # nothing was sent on its behalf
