@@ -307,6 +307,17 @@ async def _vary_language(o: Origin, r: web.Request, body: bytes) -> web.StreamRe
     )
 
 
+async def _websocket(o: Origin, r: web.Request, body: bytes) -> web.StreamResponse:
+    ws = web.WebSocketResponse(protocols=("chat",))
+    await ws.prepare(r)
+    async for message in ws:
+        if message.type == aiohttp.WSMsgType.TEXT:
+            await ws.send_str(f"echo {message.data}")
+        elif message.type == aiohttp.WSMsgType.BINARY:
+            await ws.send_bytes(message.data[::-1])
+    return ws
+
+
 _ROUTES: dict[str, Callable[[Origin, web.Request, bytes], Awaitable[web.StreamResponse]]] = {
     "/page.html": _page,
     "/image.png": _image,
@@ -333,6 +344,7 @@ _ROUTES: dict[str, Callable[[Origin, web.Request, bytes], Awaitable[web.StreamRe
     "/then-gone": _then_gone,
     "/then-broken": _then_gone,
     "/vary-language": _vary_language,
+    "/ws": _websocket,
 }
 
 

@@ -47,6 +47,7 @@ from ..url.requestkey import request_key
 from .intercept import Interceptor
 from .pages import page_response
 from .tunnel import tunnel
+from .websocket import is_websocket, relay_websocket
 
 __all__ = ["PSEUDONYM", "ProxyServer"]
 
@@ -157,6 +158,15 @@ class ProxyServer:
                 f"wwwproxy fetches only http and https URLs, not <code>{html.escape(url.proto)}"
                 "</code>.",
             )
+        if is_websocket(request):
+            if self.services.mode is Mode.OFFLINE:
+                return page_response(
+                    503,
+                    "Offline",
+                    f"wwwproxy is offline: the WebSocket <code>{html.escape(url.canonical)}"
+                    "</code> needs a live connection, and conversations are not cached.",
+                )
+            return await relay_websocket(request, url, self.services)
         try:
             body = await _read_body(request)
         except web.HTTPRequestEntityTooLarge:

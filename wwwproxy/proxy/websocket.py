@@ -1,0 +1,95 @@
+"""WebSocket upgrades relayed both ways while online (plain http and inside intercepted
+tunnels).  Messages are not recorded: a conversation is not a resource to replay."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import logging
+
+import aiohttp
+from aiohttp import web
+
+from ..recording.services import Services
+from ..recording.upstream import describe_error
+from ..url import URL
+from .pages import page_response
+
+__all__ = ["is_websocket", "relay_websocket"]
+
+log = logging.getLogger("wwwproxy.proxy")
+
+#: what of the browser's handshake the origin needs to accept it (the rest is the handshake's)
+_FORWARDED = frozenset({"origin", "cookie", "authorization", "user-agent", "accept-language"})
+
+
+def is_websocket(request: web.BaseRequest) -> bool:
+    return (
+        request.method == "GET"
+        and request.headers.get("Upgrade", "").strip().lower() == "websocket"
+        and "upgrade" in request.headers.get("Connection", "").lower()
+    )
+
+
+async def relay_websocket(
+    request: web.Request, url: URL, services: Services
+) -> web.StreamResponse:
+    """Open the same WebSocket upstream, then accept the browser's and relay until either
+    side closes."""
+    scheme = "wss" if url.proto == "https" else "ws"
+    target = scheme + url.canonical[len(url.proto) :]
+    protocols = [
+        p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()
+    ]
+    headers = {k: v for k, v in request.headers.items() if k.lower() in _FORWARDED}
+    try:
+        upstream = await services.engine.session.ws_connect(
+            target, protocols=protocols, headers=headers, max_msg_size=0, heartbeat=None
+        )
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        reason, status = describe_error(exc)
+        if isinstance(exc, aiohttp.WSServerHandshakeError):
+            reason = f"the server refused the WebSocket ({exc.status})"
+        return page_response(
+            status,
+            "Bad gateway",
+            f"Could not open the WebSocket <code>{html.escape(target)}</code>: "
+            f"{html.escape(reason)}.",
+        )
+    browser = web.WebSocketResponse(
+        protocols=[upstream.protocol] if upstream.protocol else (), max_msg_size=0
+    )
+    try:
+        await browser.prepare(request)
+    except (ConnectionError, OSError):
+        await upstream.close()
+        return browser
+    up = asyncio.ensure_future(_pump(browser, upstream))
+    down = asyncio.ensure_future(_pump(upstream, browser))
+    try:
+        await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (up, down):
+            task.cancel()
+        await asyncio.gather(up, down, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await upstream.close()
+        with contextlib.suppress(Exception):
+            await browser.close()
+    return browser
+
+
+async def _pump(
+    source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
+    sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
+) -> None:
+    async for message in source:
+        if message.type == aiohttp.WSMsgType.TEXT:
+            await sink.send_str(message.data)
+        elif message.type == aiohttp.WSMsgType.BINARY:
+            await sink.send_bytes(message.data)
+        else:
+            break
+    with contextlib.suppress(Exception):
+        await sink.close(code=source.close_code or aiohttp.WSCloseCode.OK)
