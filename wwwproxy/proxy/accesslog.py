@@ -10,7 +10,17 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.http_exceptions import HttpProcessingError
 
-__all__ = ["SHUTDOWN_TIMEOUT", "AccessLogger", "quiet_bad_requests", "setup_logging"]
+__all__ = [
+    "LOGGED_URL",
+    "SHUTDOWN_TIMEOUT",
+    "AccessLogger",
+    "quiet_bad_requests",
+    "setup_logging",
+]
+
+#: the request's key for the URL to log when its target is not the whole URL (inside an
+#: intercepted HTTPS tunnel the request line holds only the path)
+LOGGED_URL = "wwwproxy.url"
 
 log = logging.getLogger("wwwproxy")
 
@@ -26,7 +36,7 @@ class AccessLogger(AbstractAccessLogger):
             '%s "%s %s" %s %s %.3fs %s',
             peer,
             request.method,
-            request.raw_path,
+            request.get(LOGGED_URL, request.raw_path),
             response.status,
             response.body_length,
             time,

@@ -44,6 +44,7 @@ from ..recording.services import Services
 from ..recording.upstream import UpstreamError
 from ..url import URL, InvalidURL, canonicalize
 from ..url.requestkey import request_key
+from .accesslog import LOGGED_URL
 from .intercept import Interceptor
 from .pages import page_response
 from .tunnel import tunnel
@@ -130,6 +131,7 @@ class ProxyServer:
         if inside is not None and target.startswith("/"):
             # inside an intercepted tunnel: origin-form, for the host of the CONNECT
             target = inside.origin() + target
+            request[LOGGED_URL] = target  # the access log shows the whole https:// URL
         elif target.startswith("/"):
             return await self.command(request, None)
         try:
