@@ -150,6 +150,25 @@ def test_fetch_the_outgoing_queue_by_default(
     assert len(OutgoingQueue(cache / "outgoing")) == 0
 
 
+def test_a_queued_url_is_fetched_even_when_its_copy_is_fresh(
+    tmp_path: Path, site: Site, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What was queued (a reload offline, /refresh/ offline) is what the user asked for: the
+    next ``wwwproxy fetch`` fetches it, rather than calling the copy fresh and dropping it."""
+    cache = tmp_path / "cache"
+    page = canonicalize(site.url("/frame2.html")).file
+    code, _, err = run(capsys, "fetch", "--cache", cache, page)
+    assert code == 0, err
+    assert len(Store(cache).captures(page)) == 1
+    OutgoingQueue(cache / "outgoing").add(QueuedRequest(page, page))
+    code, _, err = run(capsys, "fetch", "--cache", cache)
+    assert code == 0, err
+    assert f"fetched 200 14 B {page}" in err
+    assert len(Store(cache).captures(page)) == 2
+    assert site.take_hits() == ["/frame2.html", "/frame2.html"]
+    assert len(OutgoingQueue(cache / "outgoing")) == 0
+
+
 def test_fetch_takes_the_cache_from_the_config(
     tmp_path: Path, site: Site, capsys: pytest.CaptureFixture[str]
 ) -> None:

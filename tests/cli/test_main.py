@@ -248,3 +248,30 @@ def test_index_on_an_unusable_cache_says_what_and_where(tmp_path: Path) -> None:
     result = wwwproxy("index", "check", "--cache", str(cache))
     assert result.returncode == 2 and b"Traceback" not in result.stderr
     assert str(cache / "index").encode() in result.stderr
+
+
+def test_nothing_in_the_package_imports_the_cli() -> None:
+    """The command line sits above everything (the console script and ``python -m`` start
+    it); a module that imported it would turn the layers upside down."""
+    import ast
+
+    import wwwproxy
+
+    root = Path(wwwproxy.__file__).parent
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root)
+        if relative.parts[0] == "cli" or relative == Path("__main__.py"):
+            continue
+        package = ["wwwproxy", *relative.parent.parts]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                module = ".".join([*base, *([node.module] if node.module else [])])
+                names = [module] + [f"{module}.{alias.name}" for alias in node.names]
+            if any(n == "wwwproxy.cli" or n.startswith("wwwproxy.cli.") for n in names):
+                offenders.append(f"{relative}:{node.lineno}")
+    assert offenders == []

@@ -32,6 +32,8 @@ class Site:
     gates: dict[str, int] = field(default_factory=dict)
     arrived: dict[str, int] = field(default_factory=dict)
     opened: dict[str, asyncio.Event] = field(default_factory=dict)
+    #: (path, If-None-Match) of every conditional request
+    conditional: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def base(self) -> str:
@@ -130,6 +132,15 @@ def _pages(site: Site) -> dict[str, tuple[int, str, bytes | str, dict[str, str]]
         "/frame1.html": (200, html, '<img src="/img/frame.png"><a href="/deep/c.html">C</a>', {}),
         "/frame2.html": (200, html, "<p>frame 2</p>", {}),
         "/iframe.html": (200, html, '<img src="/img/iframe.png">', {}),
+        # what the cache policy looks at: an origin's lifetime, validators, errors
+        "/max60.txt": (200, "text/plain", "fresh for a minute\n", {"Cache-Control": "max-age=60"}),
+        "/etag.txt": (
+            200,
+            "text/plain",
+            "ask every time\n",
+            {"ETag": '"v1"', "Cache-Control": "no-cache"},
+        ),
+        "/broken.html": (500, html, "<p>server error</p>", {}),
         **{
             f"/img/{name}.png": (200, "image/png", b"\x89PNG" + name.encode(), {})
             for name in ("logo", "logo-2x", "bg", "h1", "a", "frame", "iframe", "secret")
@@ -196,6 +207,12 @@ def site() -> Iterator[Site]:
         status, ctype, body, extra = pages[key]
         data = body.encode() if isinstance(body, str) else body
         headers = {k: v for k, v in extra.items() if k != "gzip"}
+        if_none_match = request.headers.get("If-None-Match")
+        if if_none_match is not None:
+            with this.lock:
+                this.conditional.append((key, if_none_match))
+            if "ETag" in headers and headers["ETag"] in if_none_match:
+                return web.Response(status=304, headers={"ETag": headers["ETag"]})
         encode = extra.get("gzip")
         if encode == "always" or (encode and "gzip" in request.headers.get("Accept-Encoding", "")):
             data = gzip.compress(data)

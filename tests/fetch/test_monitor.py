@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from wwwproxy.archive.store import Store
+from wwwproxy.app import open_services
 from wwwproxy.config import Config
 from wwwproxy.fetch import monitor
 from wwwproxy.fetch.monitor import (
@@ -22,7 +22,6 @@ from wwwproxy.fetch.monitor import (
     next_due,
     parse_schedule,
 )
-from wwwproxy.fetch.prefetch import fetching_server
 from wwwproxy.http.policy import Mode
 from wwwproxy.url import canonicalize
 
@@ -232,22 +231,21 @@ async def test_run_due_fetches_due_pages_when_online(tmp_path: Path, site: Site)
     path = monitor.monitor_path(cache)
     page = site.url("/iframe.html")
     monitor.add(path, page, Schedule(every=1))
-    store = Store(cache)
-    async with fetching_server(Config(cache=cache), store) as server:
-        server.state.mode = Mode.OFFLINE
-        assert await monitor.run_due(server, path) == []
+    async with open_services(Config(cache=cache), mode=Mode.OFFLINE) as services:
+        store = services.store
+        assert await monitor.run_due(services, path) == []
         assert site.take_hits() == []
 
-        server.state.mode = Mode.ONLINE
-        assert await monitor.run_due(server, path) == [(page, None)]
+        services.state.mode = Mode.ONLINE
+        assert await monitor.run_due(services, path) == [(page, None)]
         # the page and its requisite (robots.txt is read for the requisite)
         assert sorted(site.take_hits()) == ["/iframe.html", "/img/iframe.png", "/robots.txt"]
         assert store.get(canonicalize(page)) is not None
         assert monitor.load(path)[0].last is not None
 
-        assert await monitor.run_due(server, path) == []  # not due again for an hour
+        assert await monitor.run_due(services, path) == []  # not due again for an hour
         later = datetime.now(UTC) + timedelta(hours=1, minutes=1)
-        assert await monitor.run_due(server, path, later) == [(page, None)]
+        assert await monitor.run_due(services, path, later) == [(page, None)]
         # the page is refetched; its requisite is still fresh
         assert site.take_hits() == ["/iframe.html"]
 
@@ -256,8 +254,8 @@ async def test_a_failing_page_is_noted(tmp_path: Path, site: Site) -> None:
     cache = tmp_path / "cache"
     path = monitor.monitor_path(cache)
     monitor.add(path, site.url("/missing.html"), Schedule(every=1))
-    async with fetching_server(Config(cache=cache), Store(cache)) as server:
-        done = await monitor.run_due(server, path)
+    async with open_services(Config(cache=cache)) as services:
+        done = await monitor.run_due(services, path)
     assert done == [(site.url("/missing.html"), "HTTP 404 Not Found")]
     noted = monitor.load(path)[0]
     assert noted.error == "HTTP 404 Not Found" and noted.last is None and noted.tried is not None
@@ -267,8 +265,8 @@ async def test_monitor_loop_runs_until_cancelled(tmp_path: Path, site: Site) -> 
     cache = tmp_path / "cache"
     path = monitor.monitor_path(cache)
     monitor.add(path, site.url("/deep/d.html"), Schedule(every=24))
-    async with fetching_server(Config(cache=cache), Store(cache)) as server:
-        task = asyncio.create_task(monitor.monitor_loop(server, path, interval=0.02))
+    async with open_services(Config(cache=cache)) as services:
+        task = asyncio.create_task(monitor.monitor_loop(services, path, interval=0.02))
         try:
             for _ in range(250):
                 if monitor.load(path)[0].last is not None:
@@ -288,7 +286,7 @@ async def test_fetch_now_fetches_a_url_that_is_not_due(tmp_path: Path, site: Sit
     page = site.url("/deep/c.html")
     monitor.add(path, page, Schedule(every=24))
     monitor.record_result(path, page, datetime.now(UTC))
-    async with fetching_server(Config(cache=cache), Store(cache)) as server:
-        assert await monitor.run_due(server, path) == []
-        assert await monitor.fetch_now(server, path, [page, page]) == [(page, None)]
+    async with open_services(Config(cache=cache)) as services:
+        assert await monitor.run_due(services, path) == []
+        assert await monitor.fetch_now(services, path, [page, page]) == [(page, None)]
     assert site.take_hits() == ["/deep/c.html"]

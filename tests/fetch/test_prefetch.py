@@ -13,8 +13,8 @@ from pathlib import Path
 import aiohttp
 import brotli
 import pytest
-from wwwproxy.proxy.run import start
 
+from wwwproxy.app import open_services, start
 from wwwproxy.archive.outgoing import QueuedRequest
 from wwwproxy.archive.store import Store
 from wwwproxy.archive.warc import read_records
@@ -28,9 +28,8 @@ from wwwproxy.fetch.prefetch import (
     Summary,
     Task,
     _digest,
-    fetching_server,
+    fetch_queue,
     in_scope,
-    is_fresh,
     next_tasks,
     read_decoded,
     redirect_task,
@@ -145,12 +144,29 @@ def test_redirects() -> None:
     assert too_many is not None and too_many.failed and "too many" in (too_many.problem or "")
 
 
-def test_freshness() -> None:
-    now = datetime(2024, 5, 1, 12, tzinfo=UTC)
-    old = now - timedelta(hours=2)
-    assert is_fresh(old, now, None)  # no rule: cached is fresh
-    assert is_fresh(old, now, 7200)
-    assert not is_fresh(old, now, 7199)
+def test_follow_and_requisite_kinds_narrow_what_is_taken() -> None:
+    """What /refresh/ asks for: only these hyperlink kinds, only these requisite kinds."""
+    links = [
+        *LINKS,
+        Link("http://www.example.com/feed", "link", False),
+        Link("http://www.example.com/next", "meta-refresh", False),
+        Link("http://www.example.com/app.js", "script", True),
+    ]
+    page = Task(ROOT, 0, Role.SEED, ROOT)
+    options = FetchOptions(
+        depth=1,
+        requisites=True,
+        follow=frozenset({"a", "meta-refresh"}),
+        requisite_kinds=frozenset({"img"}),
+    )
+    got = next_tasks(page, links, options)
+    assert [(t.url, t.role) for t in got] == [
+        ("http://www.example.com/page", Role.LINK),
+        ("http://other.example/img.png", Role.REQUISITE),
+        ("http://www.example.com/next", Role.LINK),
+    ]
+    with pytest.raises(ValueError, match="max_urls"):
+        FetchOptions(max_urls=0)
 
 
 def test_read_decoded_undoes_br_and_keeps_to_its_limit(tmp_path: Path) -> None:
@@ -197,8 +213,8 @@ async def crawl(
     cache: Path, seeds: list[str], *, config: Config | None = None, queue: bool = False, **opts
 ) -> Summary:  # type: ignore[no-untyped-def]
     config = config or Config(cache=cache)
-    async with fetching_server(config, Store(cache)) as server:
-        return await Prefetcher(server, FetchOptions(**opts)).run(seeds, queue=queue)
+    async with open_services(config) as services:
+        return await Prefetcher(services, FetchOptions(**opts)).run(seeds, queue=queue)
 
 
 F, R, X, B = "fetched", "fresh", "failed", "robots"
@@ -304,7 +320,7 @@ async def test_a_listed_urls_redirect_moves_the_scope(tmp_path: Path, site: Site
     }
 
 
-async def test_second_run_fetches_nothing_and_browsing_offline_serves_it_all(
+async def test_second_run_fetches_only_errors_and_browsing_offline_serves_it_all(
     tmp_path: Path, site: Site
 ) -> None:
     cache = tmp_path / "cache"
@@ -312,9 +328,12 @@ async def test_second_run_fetches_nothing_and_browsing_offline_serves_it_all(
     assert outcomes(first, site) == FULL
     site.take_hits()
 
+    # within request_changed (600 s) of the first run every good copy is fresh; the 404s are
+    # never fresh (an error page is what the cache wants to replace), so they are asked again
     second = await crawl(cache, [site.url("/")], depth=2, requisites=True)
-    assert site.take_hits() == []
+    assert sorted(site.take_hits()) == ["/missing.html", "other:/robots.txt"]
     again = {k: (R if v == F else v) for k, v in FULL.items()}
+    again["other:/robots.txt"] = F  # a 404: asked again, and an answer all the same
     assert outcomes(second, site) == again
     assert {r.url for r in second.failed} == {site.url("/missing.html"), site.url("/loop2")}
 
@@ -377,27 +396,143 @@ def _put_old(store: Store, url: str, body: bytes, hours: int) -> None:
 
 
 async def test_freshness_rules_decide_what_is_fetched_again(tmp_path: Path, site: Site) -> None:
+    """A config ``freshness`` rule overrides the origin; without one, a copy without any
+    lifetime from the origin is fresh for ``request_changed`` seconds (the proxy's rule)."""
     cache = tmp_path / "cache"
     store = Store(cache)
     _put_old(store, site.url("/img/logo.png"), b"old logo", hours=2)
     _put_old(store, site.url("/img/bg.png"), b"old bg", hours=2)
-    rule = FreshnessRule("logo", 3600, re.compile("logo"))
-    config = Config(cache=cache, freshness=(rule,))
-    summary = await crawl(
-        cache, [site.url("/img/logo.png"), site.url("/img/bg.png")], config=config
+    _put_old(store, site.url("/img/h1.png"), b"old h1", hours=2)
+    rules = (
+        FreshnessRule("logo", 3600, re.compile("logo")),
+        FreshnessRule("bg", 3 * 3600, re.compile("bg")),
     )
-    # logo.png is older than its rule's hour; bg.png has no rule, so cached is fresh
-    assert outcomes(summary, site) == {"/img/logo.png": F, "/img/bg.png": R}
+    config = Config(cache=cache, freshness=rules)
+    urls = [site.url(p) for p in ("/img/logo.png", "/img/bg.png", "/img/h1.png")]
+    summary = await crawl(cache, urls, config=config)
+    # logo.png is older than its rule's hour, bg.png younger than its three; h1.png has no
+    # rule and is older than request_changed's ten minutes
+    assert outcomes(summary, site) == {"/img/logo.png": F, "/img/bg.png": R, "/img/h1.png": F}
     entry = store.get(canonicalize(site.url("/img/logo.png")))
     assert entry is not None
     with entry.open_body() as f:
         assert f.read() == b"\x89PNGlogo"
+    site.take_hits()
+    longer = Config(cache=cache, request_changed=4 * 3600)
+    summary = await crawl(cache, [site.url("/img/bg.png")], config=longer)
+    assert outcomes(summary, site) == {"/img/bg.png": R}  # two hours < request_changed
+    assert site.take_hits() == []
+
+
+def _put(
+    store: Store, url: str, body: bytes, age: timedelta, headers: list[tuple[str, str]]
+) -> None:
+    u = canonicalize(url)
+    recorder = store.recorder(
+        u,
+        u.file,
+        method="GET",
+        request_headers=[("Host", u.hostport)],
+        request_body=b"",
+        date=datetime.now(UTC) - age,
+    )
+    recorder.write(body)
+    recorder.finish(200, "OK", [("Content-Type", "text/plain"), *headers])
+
+
+async def test_the_origins_lifetime_is_the_boundary(tmp_path: Path, site: Site) -> None:
+    """``Cache-Control: max-age=60``: a copy 30 s old is skipped as fresh, one 61 s old is
+    fetched again (with request_changed 0: nothing raises the origin's lifetime)."""
+    cache = tmp_path / "cache"
+    store = Store(cache)
+    young, old = site.url("/max60.txt"), site.url("/img/logo.png")
+    _put(store, young, b"young", timedelta(seconds=30), [("Cache-Control", "max-age=60")])
+    _put(store, old, b"old", timedelta(seconds=61), [("Cache-Control", "max-age=60")])
+    config = Config(cache=cache, request_changed=0)
+    summary = await crawl(cache, [young, old], config=config)
+    assert outcomes(summary, site) == {"/max60.txt": R, "/img/logo.png": F}
+    assert site.take_hits() == ["/img/logo.png"]
+
+
+async def test_a_no_cache_copy_is_revalidated_and_a_304_is_a_revisit(
+    tmp_path: Path, site: Site
+) -> None:
+    cache = tmp_path / "cache"
+    store = Store(cache)
+    url = site.url("/etag.txt")
+    _put(
+        store,
+        url,
+        b"ask every time\n",
+        timedelta(seconds=1),
+        [("ETag", '"v1"'), ("Cache-Control", "no-cache")],
+    )
+    summary = await crawl(cache, [url])
+    result = summary.results[url]
+    assert (result.outcome, result.status, result.size) == (Outcome.FETCHED, 304, 0)
+    assert site.conditional == [("/etag.txt", '"v1"')]  # asked with our copy's validator
+    captures = store.captures(canonicalize(url).file)
+    assert [c.record_type for c in captures] == ["response", "revisit"]
+    entry = store.get(canonicalize(url))
+    assert entry is not None and entry.status == 200
+    with entry.open_body() as f:
+        assert f.read() == b"ask every time\n"
+    # --force asks for the whole resource, without validators
+    site.conditional.clear()
+    summary = await crawl(cache, [url], force=True)
+    assert summary.results[url].status == 200 and site.conditional == []
+
+
+async def test_a_cached_server_error_is_fetched_again_without_force(
+    tmp_path: Path, site: Site
+) -> None:
+    cache = tmp_path / "cache"
+    first = await crawl(cache, [site.url("/broken.html")])
+    assert outcomes(first, site) == {"/broken.html": X}
+    second = await crawl(cache, [site.url("/broken.html")])
+    assert outcomes(second, site) == {"/broken.html": X}
+    assert second.results[site.url("/broken.html")].problem == "HTTP 500 Internal Server Error"
+    assert site.take_hits() == ["/broken.html", "/broken.html"]
+    assert len(Store(cache).captures(canonicalize(site.url("/broken.html")).file)) == 2
+
+
+async def test_a_queued_url_is_fetched_even_if_fresh(tmp_path: Path, site: Site) -> None:
+    """The queue is what the user asked for (a reload while offline, /refresh/ offline): it
+    is fetched, never dropped as fresh."""
+    cache = tmp_path / "cache"
+    page = canonicalize(site.url("/frame2.html"))
+    await crawl(cache, [page.file])
+    assert len(Store(cache).captures(page.file)) == 1
+    async with open_services(Config(cache=cache)) as services:
+        services.queue.add(QueuedRequest(page.file, page.file))
+        summary = await fetch_queue(services)
+        assert outcomes(summary, site) == {"/frame2.html": F}
+        assert len(services.queue) == 0
+    assert len(Store(cache).captures(page.file)) == 2
+    assert site.take_hits() == ["/frame2.html", "/frame2.html"]
+
+
+async def test_fetch_queue_refuses_offline(tmp_path: Path, site: Site) -> None:
+    cache = tmp_path / "cache"
+    page = canonicalize(site.url("/frame2.html"))
+    async with open_services(Config(cache=cache), mode=Mode.OFFLINE) as services:
+        services.queue.add(QueuedRequest(page.file, page.file))
+        summary = await fetch_queue(services)
+        assert summary.results == {} and summary.counts()["total"] == 0
+        assert len(services.queue) == 1
+    assert site.take_hits() == []
+
+
+async def test_max_urls_caps_a_run(tmp_path: Path, site: Site) -> None:
+    summary = await crawl(tmp_path / "cache", [site.url("/")], depth=2, requisites=True, max_urls=5)
+    assert len([r for r in summary.results.values() if not r.url.endswith("/robots.txt")]) == 5
+    assert summary.capped > 0
 
 
 async def test_outgoing_queue(tmp_path: Path, site: Site) -> None:
     cache = tmp_path / "cache"
     store = Store(cache)
-    async with fetching_server(Config(cache=cache), store) as server:
+    async with open_services(Config(cache=cache), store=store) as server:
         page = canonicalize(site.url("/a.html"))
         form = canonicalize(site.url("/form"))
         post_key = request_key(form.file, "POST", "application/x-www-form-urlencoded", b"a=1")
@@ -460,9 +595,9 @@ async def test_unreachable_host_fails_cleanly(tmp_path: Path) -> None:
 async def test_progress_ends_with_nothing_queued(tmp_path: Path, site: Site) -> None:
     cache = tmp_path / "cache"
     progress = Progress(None)
-    async with fetching_server(Config(cache=cache), Store(cache)) as server:
+    async with open_services(Config(cache=cache)) as services:
         options = FetchOptions(depth=2, requisites=True)
-        summary = await Prefetcher(server, options, progress).run([site.url("/")])
+        summary = await Prefetcher(services, options, progress).run([site.url("/")])
     c = progress.counts
     assert (c.queued, c.active) == (0, 0)
     assert (c.fetched, c.failed, c.robots, c.done) == (24, 2, 1, len(summary.results))
@@ -473,10 +608,8 @@ async def test_a_failing_robots_txt_stops_the_crawl_and_says_why(
     tmp_path: Path, site: Site
 ) -> None:
     cache = tmp_path / "cache"
-    async with fetching_server(
-        Config(cache=cache), Store(cache), resolver=MapResolver(site.port)
-    ) as server:
-        summary = await Prefetcher(server, FetchOptions(depth=1)).run(["http://broken.example/"])
+    async with open_services(Config(cache=cache), resolver=MapResolver(site.port)) as services:
+        summary = await Prefetcher(services, FetchOptions(depth=1)).run(["http://broken.example/"])
     assert {r.url: r.outcome for r in summary.results.values()} == {
         "http://broken.example/": Outcome.FETCHED,
         "http://broken.example/robots.txt": Outcome.FETCHED,  # an answer, not a failure
@@ -505,7 +638,7 @@ def test_two_writers_at_once_leave_a_sound_cache(tmp_path: Path, site: Site) -> 
     cmd = [
         sys.executable,
         "-m",
-        "wwwproxy.fetch.commands",
+        "wwwproxy.cli",
         "fetch",
         "--cache",
         str(cache),

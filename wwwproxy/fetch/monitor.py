@@ -21,8 +21,9 @@ Decisions where the brief was silent:
   once, so adding one gives a copy straight away.
 * **Failures** leave ``last`` alone and set ``tried``; the URL is not tried again for
   :data:`RETRY_AFTER`, so an unreachable site is not hammered every minute.
-* **What is fetched:** the page (always refetched when due) and its requisites (images, style
-  sheets, scripts, frames; refetched only when not fresh), so it can be read offline.
+* **What is fetched:** the page (reloaded when due: revalidated if it has validators, else
+  fetched) and its requisites (images, style sheets, scripts, frames; fetched only when the
+  cache policy says they are stale), so it can be read offline.
 * **Concurrent writers** (``wwwproxy monitor add`` while the server records a fetch): every
   read-modify-write holds an exclusive ``flock`` on ``monitor.yaml.lock``, and the file is
   replaced atomically (temporary file, fsync, rename), so no update is lost or half-written.
@@ -48,10 +49,12 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from ..fsutil import atomic_write
+from ..http.policy import Mode
 from ..url import InvalidURL, canonicalize
+from .prefetch import FetchOptions, Prefetcher
 
 if TYPE_CHECKING:
-    from ..proxy.server import ProxyServer
+    from ..recording.services import Services
 
 __all__ = [
     "MONITOR_FILE",
@@ -479,17 +482,17 @@ def page_rows(path: str | os.PathLike[str], now: datetime) -> list[dict[str, Any
 
 
 async def fetch_now(
-    server: ProxyServer, path: str | os.PathLike[str], urls: Iterable[str]
+    services: Services, path: str | os.PathLike[str], urls: Iterable[str]
 ) -> list[tuple[str, str | None]]:
     """Fetch monitored URLs now, due or not (the /monitor/ page's "fetch now"), each with its
-    requisites, and note the results in the file; ``(url, error)`` each."""
-    from .prefetch import FetchOptions, Prefetcher
-
+    requisites, through the one crawler, and note the results in the file; ``(url, error)``
+    each.  The URLs themselves are reloaded (revalidated or fetched, never taken as fresh);
+    their requisites are fetched when the cache policy says they are stale."""
     urls = list(dict.fromkeys(urls))
     if not urls:
         return []
     options = FetchOptions(requisites=True, refresh_seeds=True, concurrency=2)
-    summary = await Prefetcher(server, options).run(urls)
+    summary = await Prefetcher(services, options).run(urls)
     done = []
     for url in urls:
         result = summary.results.get(url)
@@ -504,12 +507,10 @@ async def fetch_now(
 
 
 async def run_due(
-    server: ProxyServer, path: str | os.PathLike[str], now: datetime | None = None
+    services: Services, path: str | os.PathLike[str], now: datetime | None = None
 ) -> list[tuple[str, str | None]]:
-    """Fetch the due URLs (if the server is online or autodial); ``(url, error)`` each."""
-    from ..http.policy import Mode
-
-    if server.state.mode not in (Mode.ONLINE, Mode.AUTODIAL):
+    """Fetch the due URLs (if the proxy is online or autodial); ``(url, error)`` each."""
+    if services.mode not in (Mode.ONLINE, Mode.AUTODIAL):
         return []
     now = now or datetime.now().astimezone()
     try:
@@ -517,17 +518,17 @@ async def run_due(
     except MonitorError as exc:
         log.warning("monitor: %s", exc)
         return []
-    return await fetch_now(server, path, (e.url for e in due(entries, now)))
+    return await fetch_now(services, path, (e.url for e in due(entries, now)))
 
 
 async def monitor_loop(
-    server: ProxyServer, path: str | os.PathLike[str], *, interval: float = 60.0
+    services: Services, path: str | os.PathLike[str], *, interval: float = 60.0
 ) -> None:
     """Check the schedule every ``interval`` seconds for as long as the server runs (cancel
     the task to stop it); fetches the due URLs when online or autodial."""
     while True:
         try:
-            await run_due(server, path)
+            await run_due(services, path)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - the loop must outlive one bad round

@@ -1,19 +1,22 @@
-"""The fetch engine of ``wwwproxy fetch``: the outgoing queue, URL lists, links and requisites.
+"""The one crawler: the outgoing queue, URL lists, links and requisites, for ``wwwproxy fetch``,
+``/refresh/``, monitored URLs and the control page's "fetch the queue" (:func:`fetch_queue`).
 
-Every fetch goes through :meth:`wwwproxy.proxy.server.ProxyServer.fetch_to_archive`, the proxy's
-own recording path, and what is followed is read back from the archive, so the cache holds
-exactly what a browser going through the proxy would have got.
+Every fetch goes through :meth:`wwwproxy.recording.engine.Engine.fetch`, the proxy's own
+recording path, whether to fetch is decided by :func:`wwwproxy.http.policy.decide`, the proxy's
+own cache policy, and what is followed is read back from the archive, so the cache holds exactly
+what a browser going through the proxy would have got.
 
 Rules (decisions where the issue was silent are marked *):
 
 * **Levels.**  Listed URLs are level 0.  ``depth`` N follows hyperlinks (``<a>``, ``<area>``,
-  ``<link>``, meta refresh; and frames/iframes when ``requisites`` is off) from pages at level
-  < N to level + 1.  With ``requisites``, everything a fetched page needs (images, style
-  sheets with their ``@import`` and ``url()``, scripts, frames, iframes, ``srcset``, icons,
-  media) is fetched at the page's level; a frame is part of its page, so its own links are
-  followed from that level too.  A URL is fetched once per run, at the lowest level it is
-  reached at (reached again lower, its links are followed again from the cache), so the set
-  fetched does not depend on timing.
+  ``<link>``, meta refresh; and frames/iframes when ``requisites`` is off; or only the link
+  kinds in ``follow``) from pages at level < N to level + 1.  With ``requisites``, everything a
+  fetched page needs (images, style sheets with their ``@import`` and ``url()``, scripts,
+  frames, iframes, ``srcset``, icons, media; or only the kinds in ``requisite_kinds``) is
+  fetched at the page's level; a frame is part of its page, so its own links are followed from
+  that level too.  A URL is fetched once per run, at the lowest level it is reached at
+  (reached again lower, its links are followed again from the cache), so the set fetched does
+  not depend on timing.  ``max_urls`` caps the URLs one run takes on (``/refresh/``: 200).
 * **Scope** (hyperlinks only): ``host`` (same host name as the listed URL the link was reached
   from), ``domain`` (same registrable domain), ``any``, or ``prefix``: under one of the URL
   prefixes in ``limits`` (which names the host itself).  *Requisites are fetched from any
@@ -27,11 +30,16 @@ Rules (decisions where the issue was silent are marked *):
   (links and requisites), never for listed ones, unless ``robots`` is off.  It is fetched
   through the recording path too, and a cached copy is reused for at most a day.  A
   ``Crawl-delay`` (capped at 30 s) raises the per-host delay.
-* **Fresh** (what a second run skips): the cache holds a servable response (any status) that
-  is younger than the ``max_age`` of the first config ``freshness`` rule matching the URL.
-  *With no matching rule, anything cached is fresh for ``fetch`` (the proxy itself revalidates
-  such pages when browsing online).  ``force`` refetches everything.  Links of a fresh page are
-  still followed, from the cached copy, so an interrupted run resumes where it stopped.
+* **Fresh** (what a second run skips) is what the proxy would serve online without asking:
+  :func:`wwwproxy.http.policy.decide` on the cached copy (``keep_good_copy`` picks which), with
+  the first matching ``freshness`` rule and ``request_changed``.  A stale copy with validators
+  is revalidated (a 304 records a revisit and counts as fetched, status 304); one without is
+  fetched again.  A cached 4xx/5xx is never fresh, so a rerun tries it again.  ``force``
+  fetches everything unconditionally.  What the user asked for again is reloaded as a browser's
+  forced reload would be (revalidated or fetched, never skipped as fresh): the queued requests
+  (the queue is what was asked for while offline) and, with ``refresh_seeds``, the listed URLs
+  (monitors, ``/refresh/``).  Links of a fresh page are still followed, from the cached copy,
+  so an interrupted run resumes where it stopped.
 * **Failures** (exit status 1): the server could not be reached or the body was cut off, an
   error status (4xx/5xx; recorded all the same), a redirect loop or too many redirects.
   *A cached error response counts as failed in later runs too: the page is not available
@@ -43,8 +51,8 @@ Rules (decisions where the issue was silent are marked *):
 * **Writers.**  The WARC appends hold an exclusive ``flock`` per cache file and the CDXJ
   journal appends a ``flock`` on the journal, so ``wwwproxy fetch`` and a running ``wwwproxy
   serve`` (or two fetches) may write the same cache at once.  What is fetched also goes into
-  the cache's full-text search index (:func:`fetching_server` attaches it; SQLite in WAL mode
-  takes writers from both processes), so the proxy's ``/search/`` finds it at once.
+  the cache's full-text search index (the services attach it; SQLite in WAL mode takes writers
+  from both processes), so the proxy's ``/search/`` finds it at once.
 """
 
 from __future__ import annotations
@@ -53,7 +61,6 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
@@ -62,19 +69,16 @@ from enum import Enum
 from typing import BinaryIO
 from urllib.parse import urljoin
 
-import aiohttp
-import aiohttp.abc
-
 from .. import __version__
 from ..archive.outgoing import QueuedRequest
-from ..archive.search import SearchIndex
-from ..archive.store import CachedEntry, Store
-from ..config import Config
+from ..archive.store import CachedEntry, StoreError
 from ..http.content import ContentDecoder, charset_param
 from ..http.headers import get_header
-from ..proxy.modes import age_seconds, max_age_for
-from ..proxy.server import ProxyServer
-from ..proxy.upstream import UpstreamError, UpstreamTimeouts, new_session
+from ..http.policy import Action, Mode, RequestDirectives, Stored, decide, is_servable
+from ..recording.engine import Exchange
+from ..recording.engine import Outcome as Fetched
+from ..recording.services import Services
+from ..recording.upstream import UpstreamError
 from ..url import URL, InvalidURL, canonicalize
 from .links import (
     Link,
@@ -102,8 +106,8 @@ __all__ = [
     "Role",
     "Summary",
     "Task",
+    "fetch_queue",
     "in_scope",
-    "is_fresh",
     "next_tasks",
     "probe",
     "read_decoded",
@@ -121,7 +125,6 @@ ROBOTS_MAX_AGE = 24 * 3600  # RFC 9309 §2.4: a cached robots.txt is used for a 
 ROBOTS_REDIRECTS = 5
 _READ = 64 * 1024
 OWN_PAGE = "one of this proxy's own pages: not fetched"
-SEARCH_FLUSH = 120.0  # seconds to wait at the end for the search index to catch up
 
 
 # --- options and tasks ------------------------------------------------------------------------
@@ -137,10 +140,16 @@ class FetchOptions:
     per_host: int = 2
     delay: float = 0.0
     force: bool = False
-    refresh_seeds: bool = False  # refetch the listed URLs only (the monitor)
+    refresh_seeds: bool = False  # reload the listed URLs even if fresh (monitor, /refresh/)
     robots: bool = True
     max_redirects: int = 10
     user_agent: str = USER_AGENT
+    #: link kinds followed for ``depth`` (None: every hyperlink, frames too without requisites)
+    follow: frozenset[str] | None = None
+    #: requisite kinds fetched with ``requisites`` (None: all of them)
+    requisite_kinds: frozenset[str] | None = None
+    #: at most this many URLs in one run (None: no cap)
+    max_urls: int | None = None
 
     def __post_init__(self) -> None:
         if self.depth < 0:
@@ -153,6 +162,8 @@ class FetchOptions:
             raise ValueError(f"delay must be 0 or more seconds, not {self.delay}")
         if self.max_redirects < 0:
             raise ValueError("max_redirects must be 0 or more")
+        if self.max_urls is not None and self.max_urls < 1:
+            raise ValueError("max_urls must be at least 1")
         limits = []
         for prefix in self.limits:
             try:
@@ -211,6 +222,8 @@ class Result:
 class Summary:
     results: dict[str, Result] = field(default_factory=dict)
     elapsed: float = 0.0
+    #: URLs found but left out: the run had taken on ``max_urls`` already
+    capped: int = 0
 
     @property
     def bytes(self) -> int:
@@ -246,6 +259,18 @@ def in_scope(url: str, root: str, options: FetchOptions) -> bool:
     return True
 
 
+def _wanted_requisite(link: Link, options: FetchOptions) -> bool:
+    if not (link.requisite and options.requisites):
+        return False
+    return options.requisite_kinds is None or link.kind in options.requisite_kinds
+
+
+def _followed(link: Link, options: FetchOptions) -> bool:
+    if options.follow is not None:
+        return link.kind in options.follow
+    return not link.requisite or link.kind in FRAME_KINDS
+
+
 def next_tasks(task: Task, links: Iterable[Link], options: FetchOptions) -> list[Task]:
     """What a page (fetched for ``task``) leads to."""
     out = []
@@ -253,13 +278,9 @@ def next_tasks(task: Task, links: Iterable[Link], options: FetchOptions) -> list
     for link in links:
         if link.url == task.url:
             continue
-        if link.requisite and options.requisites:
+        if _wanted_requisite(link, options):
             out.append(Task(link.url, task.level, Role.REQUISITE, task.root))
-        elif (
-            follow
-            and (not link.requisite or link.kind in FRAME_KINDS)
-            and in_scope(link.url, task.root, options)
-        ):
+        elif follow and _followed(link, options) and in_scope(link.url, task.root, options):
             out.append(Task(link.url, task.level + 1, Role.LINK, task.root))
     return out
 
@@ -296,11 +317,6 @@ def redirect_task(
     if task.role is Role.LINK and not in_scope(target, task.root, options):
         return Redirect(problem=f"redirect to {target} not followed (out of scope)")
     return Redirect(Task(target, task.level, task.role, task.root, task.hops + 1))
-
-
-def is_fresh(recorded: datetime, now: datetime, max_age: int | None) -> bool:
-    """A cached copy needs no refetch: no freshness rule, or younger than its max_age."""
-    return max_age is None or age_seconds(recorded, now) <= max_age
 
 
 # --- bodies -----------------------------------------------------------------------------------
@@ -342,22 +358,23 @@ class _Host:
 
 
 class Prefetcher:
-    """One fetch run.  ``server`` supplies the recording path (and the config's freshness
-    rules); it need not be listening."""
+    """One fetch run.  ``services`` supply the recording engine, the cache, the queue, the
+    config (freshness rules, ``request_changed``, ``keep_good_copy``) and what the proxy's own
+    address is; nothing need be listening.  The mode is not looked at: whoever starts a run
+    has decided to go online (:func:`fetch_queue` refuses offline)."""
 
     def __init__(
-        self, server: ProxyServer, options: FetchOptions, progress: Progress | None = None
+        self, services: Services, options: FetchOptions, progress: Progress | None = None
     ) -> None:
-        self.server = server
-        self.store = server.store
+        self.services = services
+        self.store = services.store
         self.options = options
         self.progress = progress or Progress(None)
         self.summary = Summary()
-        self._rules = [(r.regex, r.max_age) for r in server.config.freshness]
         self._headers = [
             ("User-Agent", options.user_agent),
             ("Accept", "*/*"),
-            ("Accept-Encoding", "gzip, deflate"),
+            ("Accept-Encoding", "gzip, deflate, br"),
         ]
         self._best: dict[str, int] = {}
         self._handled: dict[str, asyncio.Event] = {}
@@ -402,13 +419,13 @@ class Prefetcher:
 
     async def _load_queue(self) -> list[QueuedRequest]:
         others = []
-        entries = await asyncio.to_thread(lambda: list(self.server.queue.entries()))
+        entries = await asyncio.to_thread(lambda: list(self.services.queue.entries()))
         for path, item in entries:
             if isinstance(item, ValueError):
                 self._report(Result(str(path), Outcome.FAILED, problem=str(item)))
                 continue
             try:
-                url = canonicalize(item.url)
+                url = canonicalize(item.url, local_host=self.services.local_host)
             except InvalidURL as exc:
                 self._report(Result(item.url, Outcome.FAILED, problem=exc.reason))
                 continue
@@ -422,6 +439,10 @@ class Prefetcher:
     def _discover(self, task: Task) -> None:
         best = self._best.get(task.url)
         if best is not None and best <= task.level:
+            return
+        cap = self.options.max_urls
+        if best is None and cap is not None and len(self._best) >= cap:
+            self.summary.capped += 1
             return
         self._best[task.url] = task.level
         self._work.put_nowait(task)
@@ -461,7 +482,7 @@ class Prefetcher:
 
     async def _process(self, task: Task) -> None:
         url = canonicalize(task.url)
-        if self.server.is_own(url):
+        if self.services.is_own(url):
             # the proxy would answer with a command page, recorded as if it were a site
             if task.role is Role.SEED:
                 self._report(Result(url.file, Outcome.FAILED, problem=OWN_PAGE))
@@ -483,14 +504,12 @@ class Prefetcher:
             await handled.wait()  # fetched already (or being fetched): follow it again
             if url.file in self._unusable:
                 return
-            entry = await asyncio.to_thread(self.store.get, url)
+            entry = await asyncio.to_thread(self._cached, url)
         else:
             handled = self._handled[url.file] = asyncio.Event()
             try:
-                force = self.options.force or (
-                    self.options.refresh_seeds and task.role is Role.SEED and task.hops == 0
-                )
-                entry, result, _ = await self._get(url, force=force)
+                reload = self.options.refresh_seeds and task.role is Role.SEED and task.hops == 0
+                entry, result, _ = await self._get(url, force=self.options.force, reload=reload)
                 if result.outcome is not Outcome.FETCHED and result.outcome is not Outcome.FRESH:
                     self._unusable.add(url.file)
                 self._report(result)
@@ -501,33 +520,81 @@ class Prefetcher:
         if entry is not None:
             await self._follow(task, url, entry)
 
+    def _cached(self, url: URL) -> CachedEntry | None:
+        """The copy the proxy would serve for a GET of ``url`` (blocking)."""
+        return self.store.get(url, prefer_good=self.services.config.keep_good_copy)
+
+    def _action(
+        self,
+        url: URL,
+        cached: CachedEntry | None,
+        *,
+        force: bool,
+        reload: bool,
+        rule_max_age: int | None,
+    ) -> Action:
+        """FETCH, REVALIDATE or SERVE (fresh: skipped), by the proxy's own cache policy."""
+        if cached is None or force:
+            return Action.FETCH
+        services = self.services
+        if rule_max_age is None:
+            rule_max_age = services.rule_max_age(url.canonical)
+        return decide(
+            Mode.ONLINE,
+            Stored(cached.date, cached.status, cached.headers),
+            datetime.now(UTC),
+            directives=RequestDirectives(force=reload),
+            rule_max_age=rule_max_age,
+            request_changed=services.config.request_changed,
+        )
+
     async def _get(
-        self, url: URL, *, force: bool, max_age: int | None = None
+        self,
+        url: URL,
+        *,
+        force: bool = False,
+        reload: bool = False,
+        rule_max_age: int | None = None,
     ) -> tuple[CachedEntry | None, Result, bool]:
-        """The URL's response, from the cache if fresh, else fetched and recorded; and whether
-        it was fetched."""
-        cached = await asyncio.to_thread(self.store.get, url)
+        """The URL's response: the cached copy if it is fresh, else revalidated or fetched
+        (and recorded); and whether upstream was asked.  ``force`` fetches whatever is cached;
+        ``reload`` (and a queued request) never takes the copy as fresh, as a browser's forced
+        reload.  ``rule_max_age`` stands in for the config's freshness rules (robots.txt)."""
+        cached = await asyncio.to_thread(self._cached, url)
         queued = self._queued.get(url.file)
-        if max_age is None:
-            max_age = max_age_for(url.canonical, self._rules)
-        if cached is not None and not force and is_fresh(cached.date, datetime.now(UTC), max_age):
-            if queued is not None:
-                await asyncio.to_thread(self.server.queue.remove, queued.key)
+        action = self._action(
+            url,
+            cached,
+            force=force,
+            reload=reload or queued is not None,
+            rule_max_age=rule_max_age,
+        )
+        if action is Action.SERVE and cached is not None:
             return cached, self._result(url, cached, fetched=False), False
-        headers = list(queued.headers) if queued is not None else self._headers
+        headers = list(queued.headers) if queued is not None else list(self._headers)
+        revalidate = cached if action is Action.REVALIDATE else None
         async with self._slot(url):
             self.progress.started(url.file)
             try:
-                await self.server.fetch_to_archive(url, url.file, "GET", headers, b"")
-            except UpstreamError as exc:
-                return None, Result(url.file, Outcome.FAILED, problem=exc.reason), True
+                fetched = await self.services.engine.fetch(
+                    Exchange(url, url.file, "GET", headers), revalidate=revalidate
+                )
+            except (UpstreamError, StoreError) as exc:
+                return None, Result(url.file, Outcome.FAILED, problem=_problem(exc)), True
             finally:
                 self.progress.stopped()
         if queued is not None:
-            await asyncio.to_thread(self.server.queue.remove, queued.key)
-        entry = await asyncio.to_thread(self.store.get, url)
-        if entry is None:  # a 304 to an unconditional request: recorded, nothing to serve
-            return None, Result(url.file, Outcome.FAILED, problem="no servable response"), True
+            await asyncio.to_thread(self.services.queue.remove, queued.key)
+        if fetched.not_modified is not None:  # a revisit: the copy stands, recorded again
+            return fetched.not_modified, Result(url.file, Outcome.FETCHED, 304), True
+        if not is_servable(fetched.status):
+            # a 304 or 206 to an unconditional request: recorded, nothing to serve
+            problem = f"HTTP {fetched.status}: no servable response"
+            return None, Result(url.file, Outcome.FAILED, fetched.status, problem=problem), True
+        # the answer just recorded, even an error beside a kept good copy: it is what happened
+        entry = await asyncio.to_thread(self.store.get, url, prefer_good=False)
+        if entry is None:
+            return None, Result(url.file, Outcome.FAILED, problem="not found after recording"), True
         return entry, self._result(url, entry, fetched=True), True
 
     @staticmethod
@@ -596,25 +663,26 @@ class Prefetcher:
     async def _fetch_other(self, item: QueuedRequest) -> None:
         method = item.method.upper()
         try:
-            url = canonicalize(item.url)
+            url = canonicalize(item.url, local_host=self.services.local_host)
         except InvalidURL as exc:  # checked in _load_queue; kept for safety
             self._report(Result(item.url, Outcome.FAILED, problem=exc.reason, method=method))
             return
+        if self.services.is_own(url):
+            self._report(Result(url.file, Outcome.FAILED, problem=OWN_PAGE, method=method))
+            return
+        exchange = Exchange(url, item.key, method, list(item.headers), item.body)
         async with self._slot(url):
-            label = f"{method} {url.file}"
-            self.progress.started(label)
+            self.progress.started(f"{method} {url.file}")
             try:
-                status = await self.server.fetch_to_archive(
-                    url, item.key, method, list(item.headers), item.body
-                )
-            except UpstreamError as exc:
-                self._report(Result(url.file, Outcome.FAILED, problem=exc.reason, method=method))
+                fetched: Fetched = await self.services.engine.fetch(exchange)
+            except (UpstreamError, StoreError) as exc:
+                problem = _problem(exc)
+                self._report(Result(url.file, Outcome.FAILED, problem=problem, method=method))
                 return
             finally:
                 self.progress.stopped()
-        await asyncio.to_thread(self.server.queue.remove, item.key)
-        entry = await asyncio.to_thread(self.store.lookup, url, item.key, method, item.body)
-        size = entry.payload_length if entry is not None else 0
+        await asyncio.to_thread(self.services.queue.remove, item.key)
+        status, size = fetched.status, fetched.received
         if status >= 400:
             self._report(Result(url.file, Outcome.FAILED, status, size, f"HTTP {status}", method))
         else:
@@ -654,16 +722,16 @@ class Prefetcher:
             handled = self._handled.get(target.file)
             if handled is not None:
                 await handled.wait()
-                entry = await asyncio.to_thread(self.store.get, target)
+                entry = await asyncio.to_thread(self._cached, target)
                 if entry is None:
                     return parse_robots(None, error="it could not be fetched")
             else:
                 handled = self._handled[target.file] = asyncio.Event()
                 try:
-                    rule = max_age_for(target.canonical, self._rules)
+                    rule = self.services.rule_max_age(target.canonical)
                     max_age = ROBOTS_MAX_AGE if rule is None else min(rule, ROBOTS_MAX_AGE)
                     entry, result, fetched = await self._get(
-                        target, force=self.options.force, max_age=max_age
+                        target, force=self.options.force, rule_max_age=max_age
                     )
                     if entry is None:
                         self._unusable.add(target.file)
@@ -714,7 +782,7 @@ class Probe:
 
 
 async def probe(
-    server: ProxyServer, url: str, *, digest: bool = False, max_redirects: int = 10
+    services: Services, url: str, *, digest: bool = False, max_redirects: int = 10
 ) -> Probe:
     """Fetch ``url`` (recorded like any fetch), following redirects, and describe the final
     response.  The request asks for no Content-Encoding, and any that comes anyway is removed
@@ -727,10 +795,13 @@ async def probe(
     chain: list[str] = []
     while True:
         try:
-            await server.fetch_to_archive(target, target.file, "GET", headers, b"")
-        except UpstreamError as exc:
-            return Probe(url, target.file, error=exc.reason, redirects=tuple(chain))
-        entry = await asyncio.to_thread(server.store.get, target)
+            fetched = await services.engine.fetch(Exchange(target, target.file, "GET", headers))
+        except (UpstreamError, StoreError) as exc:
+            return Probe(url, target.file, error=_problem(exc), redirects=tuple(chain))
+        # the answer just recorded (not a good copy kept from before: check wants the truth)
+        entry = None
+        if is_servable(fetched.status):
+            entry = await asyncio.to_thread(services.store.get, target, prefer_good=False)
         if entry is None:
             return Probe(url, target.file, error="no servable response", redirects=tuple(chain))
         location = get_header(entry.headers, "Location")
@@ -801,33 +872,21 @@ async def probe(
         )
 
 
-# --- the server object used outside ``wwwproxy serve`` ----------------------------------------
+# --- the queue, for the control page -----------------------------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def fetching_server(
-    config: Config,
-    store: Store,
-    *,
-    per_host: int = 2,
-    resolver: aiohttp.abc.AbstractResolver | None = None,
-) -> AsyncIterator[ProxyServer]:
-    """A :class:`ProxyServer` that is not listening, only recording fetches, with at most
-    ``per_host`` connections to one host.  ``resolver`` replaces DNS (the tests use it to send
-    ``example.com`` to a local server)."""
-    server = ProxyServer(config, store)
-    try:
-        # what is fetched is searchable at once, as what the proxy records itself is
-        search: SearchIndex | None = await asyncio.to_thread(SearchIndex.for_store, store)
-    except (ValueError, sqlite3.Error) as exc:
-        log.warning("the search index is not kept up to date: %s", exc)
-        search = None
-    timeouts = UpstreamTimeouts(config.connect_timeout, config.read_timeout)
-    session = new_session(timeouts, limit_per_host=per_host, resolver=resolver)
-    server.session = session
-    try:
-        yield server
-    finally:
-        await server.close()
-        if search is not None and not await asyncio.to_thread(search.flush, SEARCH_FLUSH):
-            log.warning("the search index was not brought up to date: run a rebuild on /search/")
+async def fetch_queue(
+    services: Services, options: FetchOptions | None = None, progress: Progress | None = None
+) -> Summary:
+    """Fetch the outgoing queue now (the control page's "Fetch the queue", going online): every
+    queued request, fresh copy or not; each fetched one leaves the queue.  Offline it fetches
+    nothing and returns an empty summary: offline means no network traffic at all."""
+    if services.mode is Mode.OFFLINE:
+        return Summary()
+    return await Prefetcher(services, options or FetchOptions(), progress).run([], queue=True)
+
+
+def _problem(exc: UpstreamError | StoreError) -> str:
+    """What a failed fetch says: why the origin could not be reached, or why the answer was
+    not recorded."""
+    return exc.reason if isinstance(exc, UpstreamError) else f"not recorded: {exc}"
