@@ -1,11 +1,17 @@
 """``/refresh/?url=U``: fetch a URL again now (online, autodial) or queue it (offline), with
 WWWOFFLE's refresh options: follow links ``depth`` levels (0-3) and fetch page requisites
-(``req=images``, ``stylesheets``, ``scripts``, ``frames``, repeated, or ``req=all``), on the
-same host (``scope=host``, the default) or anywhere (``scope=any``).
+(``req=images``, ``stylesheets``, ``scripts``, ``frames``, repeated, or ``req=all``); links are
+followed on the same host (``scope=host``, the default) or anywhere (``scope=any``), requisites
+come from any host (a page's images on another server are part of the page).
 
-GET shows the form and the recent refresh jobs; POST starts one.  A plain refresh is done before
-the answer; one with links or requisites runs in the background (at most 200 URLs), and the jobs
-list shows its progress.
+GET shows the form and the recent refresh jobs; POST starts one.  A job is a run of the one
+crawler (:class:`wwwproxy.fetch.prefetch.Prefetcher`), as ``wwwproxy fetch`` is: the URL itself
+is reloaded (revalidated or fetched, never taken as fresh), links and requisites are fetched
+when the cache policy says they are stale, robots.txt is honoured for what is followed, and a
+job takes on at most 200 URLs.  A plain refresh is done before the answer; one with links or
+requisites runs in the background, and the jobs list shows its progress.  Offline nothing is
+fetched: the URL (and the links and requisites of its cached copy) is queued for the next time
+online.
 """
 
 from __future__ import annotations
@@ -13,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import weakref
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -22,25 +27,33 @@ from aiohttp import web
 
 from .. import __version__
 from ..archive.outgoing import QueuedRequest
-from ..archive.search import MAX_PAYLOAD
-from ..fetch.links import Link, extract_css_links, extract_html_links, is_css, is_html, same_host
-from ..http.content import charset_param, decode_content
+from ..fetch.prefetch import (
+    FetchOptions,
+    Outcome,
+    Prefetcher,
+    Result,
+    Role,
+    Task,
+    next_tasks,
+    page_links,
+)
+from ..fetch.progress import Progress
 from ..http.policy import Mode
-from ..recording.upstream import UpstreamError
-from ..url import URL, InvalidURL, canonicalize
+from ..url import canonicalize
 from .context import Context, PageError
 from .template import esc, fmt_time, hidden, link, table
 
 if TYPE_CHECKING:
-    from ..proxy.server import ProxyServer
+    from ..recording.services import Services
 
-__all__ = ["GROUPS", "RefreshJob", "page", "select_links"]
+__all__ = ["FOLLOW", "GROUPS", "MAX_URLS", "RefreshJob", "page"]
 
 log = logging.getLogger("wwwproxy.refresh")
 
 MAX_URLS = 200
 MAX_DEPTH = 3
 KEEP_JOBS = 20
+MAX_ERRORS = 20
 #: Requisite groups of the refresh form -> link kinds of :mod:`wwwproxy.fetch.links`.
 GROUPS: dict[str, frozenset[str]] = {
     "images": frozenset({"img", "srcset", "poster", "media", "icon"}),
@@ -48,26 +61,23 @@ GROUPS: dict[str, frozenset[str]] = {
     "scripts": frozenset({"script", "preload", "manifest"}),
     "frames": frozenset({"frame", "iframe", "embed", "object"}),
 }
+#: The hyperlinks a refresh follows (not ``<link rel=next>`` and the like).
 FOLLOW = frozenset({"a", "area", "meta-refresh"})
-_HEADERS = [("User-Agent", f"wwwproxy/{__version__} (refresh)"), ("Accept", "*/*")]
+USER_AGENT = f"wwwproxy/{__version__} (refresh)"
 _ids = itertools.count(1)
 
 
-def select_links(
-    links: list[Link], kinds: frozenset[str], follow: bool, start: str, scope: str
-) -> tuple[list[str], list[str]]:
-    """(requisites to fetch, links to follow) of one page, in page order, unique."""
-    requisites: list[str] = []
-    follows: list[str] = []
-    for item in links:
-        if scope == "host" and not same_host(item.url, start):
-            continue
-        if item.requisite and item.kind in kinds:
-            if item.url not in requisites:
-                requisites.append(item.url)
-        elif follow and item.kind in FOLLOW and item.url not in follows:
-            follows.append(item.url)
-    return requisites, follows
+class _JobProgress(Progress):
+    """The crawler's events, counted for the jobs list (and failures kept as errors)."""
+
+    def __init__(self, job: RefreshJob) -> None:
+        super().__init__(None)
+        self.job = job
+
+    def result(self, result: Result) -> None:
+        super().result(result)
+        if result.outcome is Outcome.FAILED:
+            self.job.error(f"{result.label}: {result.problem}")
 
 
 @dataclass
@@ -79,17 +89,49 @@ class RefreshJob:
     offline: bool
     id: int = field(default_factory=lambda: next(_ids))
     started: datetime = field(default_factory=lambda: datetime.now(UTC))
-    fetched: int = 0
-    failed: int = 0
     queued: int = 0
     done: bool = False
     status: int | None = None  # of the URL itself
     errors: list[str] = field(default_factory=list)
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+    progress: Progress = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.progress = _JobProgress(self)
 
     @property
     def kinds(self) -> frozenset[str]:
         return frozenset().union(*(GROUPS[g] for g in self.groups))
+
+    @property
+    def fetched(self) -> int:
+        return self.progress.counts.fetched
+
+    @property
+    def fresh(self) -> int:
+        return self.progress.counts.fresh
+
+    @property
+    def failed(self) -> int:
+        return self.progress.counts.failed
+
+    @property
+    def robots(self) -> int:
+        return self.progress.counts.robots
+
+    def options(self) -> FetchOptions:
+        """The crawl this job is: the refresh form's choices as the crawler's options."""
+        kinds = self.kinds
+        return FetchOptions(
+            depth=self.depth,
+            requisites=bool(kinds),
+            requisite_kinds=kinds,
+            follow=FOLLOW,
+            scope=self.scope,
+            refresh_seeds=True,
+            max_urls=MAX_URLS,
+            user_agent=USER_AGENT,
+        )
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -102,115 +144,61 @@ class RefreshJob:
             "started": self.started.isoformat(),
             "status": self.status,
             "fetched": self.fetched,
+            "fresh": self.fresh,
             "failed": self.failed,
+            "robots": self.robots,
             "queued": self.queued,
             "done": self.done,
             "errors": self.errors,
         }
 
-    def _error(self, message: str) -> None:
-        if len(self.errors) < 20:
+    def error(self, message: str) -> None:
+        if len(self.errors) < MAX_ERRORS:
             self.errors.append(message)
 
-    async def run(self, server: ProxyServer) -> None:
+    async def run(self, services: Services) -> None:
         try:
             if self.offline:
-                await self._queue_all(server)
+                await self._queue_all(services)
             else:
-                await self._crawl(server)
+                await self._crawl(services)
         except Exception as exc:  # noqa: BLE001 (a background job must report, never vanish)
             log.exception("refresh of %s failed", self.url)
-            self._error(f"stopped: {exc}")
+            self.error(f"stopped: {exc}")
         finally:
             self.done = True
 
-    async def _fetch(self, server: ProxyServer, url: URL) -> int | None:
-        try:
-            status = await server.fetch_to_archive(url, url.file, "GET", list(_HEADERS), b"")
-        except UpstreamError as exc:
-            self.failed += 1
-            self._error(f"{url.canonical}: {exc.reason}")
-            return None
-        self.fetched += 1
-        return status
+    async def _crawl(self, services: Services) -> None:
+        summary = await Prefetcher(services, self.options(), self.progress).run([self.url])
+        result = summary.results.get(self.url)
+        self.status = result.status if result is not None else None
+        if summary.capped:
+            self.error(f"{summary.capped} more URL(s) left out: at most {MAX_URLS} a refresh")
 
-    async def _links(self, server: ProxyServer, url: URL, html_ok: bool) -> list[Link]:
-        """The links of the cached copy of ``url`` (HTML, or CSS for its requisites)."""
-        entry = await asyncio.to_thread(server.store.get, url)
-        if entry is None:
-            return []
-        headers = {n.lower(): v for n, v in entry.headers}
-        ctype = headers.get("content-type")
-        if not (html_ok and is_html(ctype)) and not is_css(ctype):
-            return []
-
-        def read() -> bytes:
-            with entry.open_body() as stream:
-                raw = stream.read(MAX_PAYLOAD)
-            return decode_content(raw, headers.get("content-encoding"), MAX_PAYLOAD)
-
-        try:
-            data = await asyncio.to_thread(read)
-        except ValueError as exc:
-            self._error(f"{url.canonical}: links not read: {exc}")
-            return []
-        if is_css(ctype):
-            return extract_css_links(data, url.canonical, encoding=charset_param(ctype))
-        return extract_html_links(data, url.canonical, encoding=charset_param(ctype))
-
-    async def _crawl(self, server: ProxyServer) -> None:
-        start = canonicalize(self.url)
-        kinds = self.kinds
-        seen = {start.file}
-        frontier: list[tuple[str, int, bool]] = [(start.file, 0, False)]  # url, depth, requisite
-        while frontier and self.fetched + self.failed < MAX_URLS:
-            target, depth, requisite = frontier.pop(0)
-            try:
-                url = canonicalize(target)
-            except InvalidURL:
-                continue
-            if url.proto not in ("http", "https"):
-                continue
-            status = await self._fetch(server, url)
-            if target == start.file:
-                self.status = status
-            if status is None or (depth >= self.depth and not kinds):
-                continue
-            if requisite and "import" not in kinds:
-                continue
-            links = await self._links(server, url, html_ok=not requisite)
-            requisites, follows = select_links(
-                links, kinds, depth < self.depth and not requisite, start.file, self.scope
-            )
-            for found in requisites:
-                if found not in seen:
-                    seen.add(found)
-                    frontier.append((found, depth, True))
-            for found in follows:
-                if found not in seen:
-                    seen.add(found)
-                    frontier.append((found, depth + 1, False))
-
-    async def _queue_all(self, server: ProxyServer) -> None:
+    async def _queue_all(self, services: Services) -> None:
+        """Offline: queue the URL, and the links and requisites of its cached copy that the
+        crawl would take on; nothing goes out on the network."""
         start = canonicalize(self.url)
         targets = [start.file]
         if self.depth or self.groups:
-            links = await self._links(server, start, html_ok=True)
-            requisites, follows = select_links(
-                links, self.kinds, self.depth > 0, start.file, self.scope
+            entry = await asyncio.to_thread(
+                services.store.get, start, prefer_good=services.config.keep_good_copy
             )
-            targets += requisites + follows
-        for target in targets[:MAX_URLS]:
-            item = QueuedRequest(url=target, key=target, headers=tuple(_HEADERS))
-            if await asyncio.to_thread(server.queue.add, item):
+            if entry is not None and 200 <= entry.status < 300:
+                try:
+                    links = await asyncio.to_thread(page_links, entry, start.file)
+                except (ValueError, OSError) as exc:
+                    self.error(f"{start.file}: links not read: {exc}")
+                    links = []
+                seed = Task(start.file, 0, Role.SEED, start.file)
+                targets += [t.url for t in next_tasks(seed, links, self.options())]
+        headers = (("User-Agent", USER_AGENT), ("Accept", "*/*"))
+        for target in list(dict.fromkeys(targets))[:MAX_URLS]:
+            if services.is_own(canonicalize(target)):
+                continue
+            item = QueuedRequest(url=target, key=target, headers=headers)
+            if await asyncio.to_thread(services.queue.add, item):
                 self.queued += 1
-
-
-_JOBS: weakref.WeakKeyDictionary[ProxyServer, list[RefreshJob]] = weakref.WeakKeyDictionary()
-
-
-def jobs_of(server: ProxyServer) -> list[RefreshJob]:
-    return _JOBS.setdefault(server, [])
 
 
 def _groups(ctx: Context) -> tuple[str, ...]:
@@ -230,8 +218,8 @@ def _groups(ctx: Context) -> tuple[str, ...]:
 
 
 async def page(ctx: Context) -> web.StreamResponse:
-    server = ctx.server
-    jobs = jobs_of(server)
+    services = ctx.services
+    jobs = services.refresh_jobs
     message = ""
     job: RefreshJob | None = None
     if ctx.post:
@@ -239,18 +227,18 @@ async def page(ctx: Context) -> web.StreamResponse:
         assert url is not None
         if url.proto not in ("http", "https"):
             raise PageError(400, f"Only http and https URLs can be fetched, not {url.proto}.")
-        if server.is_own(url):
+        if services.is_own(url):
             raise PageError(400, "That is one of this proxy's own pages.")
         depth = ctx.integer("depth", 0, 0, MAX_DEPTH)
         scope = ctx.text("scope", "host")
         if scope not in ("host", "any"):
             raise PageError(400, "The 'scope' argument must be host or any.")
-        offline = server.state.mode is Mode.OFFLINE
+        offline = services.mode is Mode.OFFLINE
         job = RefreshJob(url.file, depth, _groups(ctx), scope, offline)
         jobs.insert(0, job)
         del jobs[KEEP_JOBS:]
         if offline or (depth == 0 and not job.groups):
-            await job.run(server)
+            await job.run(services)
             if offline:
                 message = f"Offline: queued {job.queued} request(s) for the next time online."
             elif job.status is not None:
@@ -258,9 +246,9 @@ async def page(ctx: Context) -> web.StreamResponse:
             else:
                 message = f"Could not fetch {url.canonical}: {'; '.join(job.errors)}"
         else:
-            job.task = server.spawn(job.run(server))
+            job.task = services.spawn(job.run(services))
             message = f"Refreshing {url.canonical} and up to {MAX_URLS - 1} more in the background."
-    data: dict[str, object] = {"jobs": [j.as_json() for j in jobs], "mode": server.state.mode}
+    data: dict[str, object] = {"jobs": [j.as_json() for j in jobs], "mode": services.mode}
     if job is not None:
         data["job"] = job.as_json()
         data["message"] = message
@@ -299,11 +287,7 @@ async def page(ctx: Context) -> web.StreamResponse:
                 + (" " + link("/history/", "history", {"url": j.url})),
                 esc(f"{j.depth} / {', '.join(j.groups) or '-'} / {j.scope}"),
                 (esc(fmt_time(j.started)), "when"),
-                esc(
-                    f"{j.fetched} fetched, {j.failed} failed"
-                    if not j.offline
-                    else f"{j.queued} queued"
-                ),
+                esc(_progress(j)),
                 esc("done" if j.done else "running"),
                 esc("; ".join(j.errors[:3])),
             )
@@ -321,3 +305,14 @@ async def page(ctx: Context) -> web.StreamResponse:
         )
 
     return ctx.respond(data, "Refresh", render, active="/refresh/")
+
+
+def _progress(job: RefreshJob) -> str:
+    if job.offline:
+        return f"{job.queued} queued"
+    text = f"{job.fetched} fetched, {job.failed} failed"
+    if job.fresh:
+        text += f", {job.fresh} fresh"
+    if job.robots:
+        text += f", {job.robots} disallowed by robots.txt"
+    return text

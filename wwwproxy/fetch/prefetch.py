@@ -109,6 +109,7 @@ __all__ = [
     "fetch_queue",
     "in_scope",
     "next_tasks",
+    "page_links",
     "probe",
     "read_decoded",
     "redirect_task",
@@ -332,6 +333,20 @@ def read_decoded(entry: CachedEntry, limit: int = MAX_PARSE) -> bytes:
             out += decoder.feed(chunk)
     out += decoder.flush()
     return bytes(out)
+
+
+def page_links(entry: CachedEntry, base: str) -> list[Link]:
+    """The links of a cached HTML page or style sheet (none for other types), resolved
+    against ``base`` (blocking: call in a thread).  ValueError if the body cannot be decoded."""
+    content_type = get_header(entry.headers, "Content-Type")
+    html, css = is_html(content_type), is_css(content_type)
+    if not (html or css):
+        return []
+    data = read_decoded(entry)
+    charset = charset_param(content_type)
+    if html:
+        return extract_html_links(data, base, encoding=charset)
+    return extract_css_links(data, base, encoding=charset)
 
 
 def _digest(stream: BinaryIO, content_encoding: str | None) -> tuple[int, str]:
@@ -633,15 +648,10 @@ class Prefetcher:
         if not (html or css):
             return
         try:
-            data = await asyncio.to_thread(read_decoded, entry)
+            links = await asyncio.to_thread(page_links, entry, url.file)
         except (ValueError, OSError) as exc:
             log.warning("%s: links not followed: %s", url.file, exc)
             return
-        charset = charset_param(content_type)
-        if html:
-            links = extract_html_links(data, url.file, encoding=charset)
-        else:
-            links = extract_css_links(data, url.file, encoding=charset)
         for t in next_tasks(task, links, self.options):
             self._discover(t)
 
