@@ -197,10 +197,12 @@ def add_fetch_parser(sub: SubParsers) -> argparse.ArgumentParser:
         description="Fetch the outgoing queue (requests made while offline) and the URLs of "
         "each LIST into the cache, through the proxy's recording path; wwwproxy serve may be "
         "running or not. LIST is a text file of URLs (one a line, # comments), - for stdin, "
-        "a URL database directory (--category selects records), or a URL. What is already "
-        "fresh in the cache is not fetched again (fresh: younger than the first matching "
-        "freshness rule's max_age, or, with no matching rule, cached at all), so running it "
-        "again resumes. Exit status 1 if any URL failed.",
+        "a URL database directory (--category selects records), or a URL. A cached copy the "
+        "proxy would serve without asking (the server's lifetime for it, at least "
+        "request_changed seconds, or the first matching freshness rule's max_age) is not "
+        "fetched again, so running it again resumes; a stale copy is revalidated if it can "
+        "be, an error copy is always asked again, and queued requests are always fetched. "
+        "Exit status 1 if any URL failed.",
     )
     p.add_argument("lists", nargs="*", metavar="LIST", help="URL list file, -, URL db dir, URL")
     _common(p)
@@ -274,7 +276,11 @@ def add_fetch_parser(sub: SubParsers) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="wait between two requests to one host (default 0)",
     )
-    p.add_argument("--force", action="store_true", help="fetch again what is fresh")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="fetch everything again, fresh or not, without revalidating",
+    )
     p.add_argument(
         "--ignore-robots", action="store_true", help="do not honour robots.txt when following links"
     )
