@@ -275,3 +275,38 @@ def test_nothing_in_the_package_imports_the_cli() -> None:
             if any(n == "wwwproxy.cli" or n.startswith("wwwproxy.cli.") for n in names):
                 offenders.append(f"{relative}:{node.lineno}")
     assert offenders == []
+
+
+def test_ca_prints_the_certificate_authority_and_how_to_trust_it(tmp_path, capsys):
+    from cryptography import x509
+
+    from wwwproxy.cli import main
+
+    cache = tmp_path / "cache"
+    assert main(["ca", "--cache", str(cache)]) == 0
+    pem = capsys.readouterr().out
+    cert = x509.load_pem_x509_certificate(pem.encode())
+    assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    assert "wwwproxy" in cert.subject.rfc4514_string()
+    assert (cache / "certificates" / "ca.key.pem").stat().st_mode & 0o777 == 0o600
+    # the same CA the next time: browsers that trust it keep trusting it
+    assert main(["ca", "--cache", str(cache)]) == 0
+    assert capsys.readouterr().out == pem
+    assert main(["ca", "--cache", str(cache), "--install-help"]) == 0
+    help_text = capsys.readouterr().out
+    assert str((cache / "certificates" / "ca.cert.pem").resolve()) in help_text
+    assert "certutil" in help_text and "Firefox" in help_text
+
+
+def test_ca_with_a_broken_key_says_so_and_keeps_the_file(tmp_path, capsys):
+    from wwwproxy.cli import main
+
+    cache = tmp_path / "cache"
+    assert main(["ca", "--cache", str(cache)]) == 0
+    key = cache / "certificates" / "ca.key.pem"
+    key.write_bytes(b"not a key")
+    capsys.readouterr()
+    assert main(["ca", "--cache", str(cache)]) == 2
+    err = capsys.readouterr().err
+    assert "ca.key.pem" in err
+    assert key.read_bytes() == b"not a key"

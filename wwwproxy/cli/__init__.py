@@ -222,6 +222,23 @@ def cmd_mode(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ca(args: argparse.Namespace) -> int:
+    """Print the local CA's certificate (made on first use), or how to trust it."""
+    from ..proxy.certs import CertificateAuthority, CertificateError, install_help
+
+    try:
+        root = _cache_dir(args)
+        ca = CertificateAuthority.load_or_create(root / "certificates")
+    except (ConfigError, CertificateError, OSError) as exc:
+        print(f"wwwproxy ca: {exc}", file=sys.stderr)
+        return 2
+    if args.install_help:
+        print(install_help(ca.cert_path.resolve()))
+    else:
+        sys.stdout.write(ca.cert_pem.decode("ascii"))
+    return 0
+
+
 def _add_cache_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-c", "--config", metavar="FILE", help="configuration file (default conf/wwwproxy.yaml)"
@@ -288,6 +305,21 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--mode", choices=("online", "offline", "autodial"), help="start mode")
     serve.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     serve.set_defaults(func=cmd_serve)
+
+    ca = sub.add_parser(
+        "ca",
+        help="print the local certificate authority of HTTPS interception (PEM)",
+        description="Print the certificate of the CA that signs the certificates wwwproxy shows "
+        "browsers for intercepted HTTPS sites (made on first use in <cache>/certificates/; its "
+        "private key never leaves that directory). Import it into each browser once.",
+    )
+    _add_cache_options(ca)
+    ca.add_argument(
+        "--install-help",
+        action="store_true",
+        help="print how to make Firefox, Chromium, curl and the system trust it",
+    )
+    ca.set_defaults(func=cmd_ca)
 
     for name, text in (
         ("online", "switch the running proxy online"),
