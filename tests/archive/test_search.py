@@ -150,7 +150,7 @@ def test_remove_remove_files_prune_and_rebuild(store):
     store.path_for(canonicalize("http://e.example/c")).unlink()
     assert index.prune(store) == 1 and index.search("pear").total == 0
     # rebuild from the index: a and b are still in the cache
-    assert index.rebuild(store) == 3  # c's index line is still there, its file is not
+    assert index.rebuild(store) == 2  # c's index line is still there, its file is not
     assert sorted(h.url for h in index.search("pear").hits) == [
         "http://e.example/a",
         "http://e.example/b",
@@ -169,15 +169,46 @@ def test_rebuild_indexes_a_revisit_from_its_original(tmp_path):
     assert hit.title == "R" and hit.fetched.startswith("2021")
 
 
-def test_for_store_attaches_once_and_survives_reopen(tmp_path):
+def test_attach_follows_once_and_survives_reopen(tmp_path):
     store = Store(tmp_path / "cache")
-    index = SearchIndex.for_store(store)
-    assert SearchIndex.for_store(store) is index and len(store.listeners) == 1
+    index = SearchIndex(store.root)
+    index.attach(store)
+    index.attach(store)
+    assert len(store.listeners) == 1
     put(store, "http://e.example/", b"<title>T</title>plum", HTML)
     assert index.flush()  # pages are indexed in a worker thread, after the recording
     again = SearchIndex(store.root)
     assert again.search("plum").total == 1
     assert (store.root / SEARCH_DB).exists()
+    index.close()
+    again.close()
+
+
+def test_store_deletes_and_purges_reach_the_index(store):
+    """The store tells its listeners what it removes: nobody updates the index by hand."""
+    store, index = store
+    for name in ("a", "b", "c"):
+        put(store, f"http://d.example/{name}", f"<title>{name}</title>fig".encode(), HTML)
+    put(store, "http://k.example/", b"<title>k</title>fig", HTML)
+    assert index.search("fig").total == 4
+    assert store.delete(canonicalize("http://d.example/a"))
+    assert sorted(h.url for h in index.search("fig").hits) == [
+        "http://d.example/b",
+        "http://d.example/c",
+        "http://k.example/",
+    ]
+    assert store.purge(None, canonicalize("http://d.example/")).pages == 2
+    assert [h.url for h in index.search("fig").hits] == ["http://k.example/"]
+    assert store.delete_host("http", "k.example").pages == 1
+    assert index.search("fig").total == 0 and index.count() == (0, 0)
+
+
+def test_a_page_recorded_just_before_its_delete_does_not_come_back(store):
+    store, index = store
+    for i in range(20):  # a backlog for the indexing thread
+        put(store, f"http://r.example/{i}", b"<title>t</title>quince", HTML)
+    store.delete_host("http", "r.example")
+    assert index.flush() and index.search("quince").total == 0
 
 
 def test_a_corrupt_database_is_a_clear_error(tmp_path):

@@ -389,19 +389,115 @@ def test_request_record_holds_method_and_body(tmp_path: Path) -> None:
     assert len(records) == 2
 
 
-def test_listeners_see_every_put_and_cannot_break_it(tmp_path: Path) -> None:
-    store = Store(tmp_path)
-    seen: list[tuple[str, str]] = []
-    store.listeners.append(lambda url, key, lines: seen.append((key, lines[0].record_type)))
+class Listener:
+    """A store listener that remembers what it was told."""
 
-    def broken(url, key, lines) -> None:
+    def __init__(self) -> None:
+        self.puts: list[tuple[str, str]] = []
+        self.deletes: list[tuple[list[str], list[str]]] = []
+
+    def on_put(self, url, key, lines) -> None:
+        self.puts.append((key, lines[0].record_type))
+
+    def on_delete(self, keys, files) -> None:
+        self.deletes.append((sorted(keys), sorted(files)))
+
+
+class Broken:
+    def on_put(self, url, key, lines) -> None:
         raise RuntimeError("search index down")
 
-    store.listeners.append(broken)
+    def on_delete(self, keys, files) -> None:
+        raise RuntimeError("search index down")
+
+
+def test_listeners_see_every_put_and_cannot_break_it(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    seen = Listener()
+    store.listeners += [seen, Broken()]
     url, key, _ = put(store, "http://example.com/l", b"x")
     put(store, "http://example.com/l", b"x", date=T0 + timedelta(seconds=1))
-    assert seen == [(key, "response"), (key, "revisit")]
+    assert seen.puts == [(key, "response"), (key, "revisit")]
     assert store.get(url) is not None
+    assert store.delete(url)  # a failing listener does not undo or stop the delete
+    assert seen.deletes == [([key], [store.warcfile_name(store.path_for(url))])]
+    assert store.get(url) is None
+
+
+def test_delete_of_one_key_tells_the_listeners(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    seen = Listener()
+    store.listeners.append(seen)
+    url, key, _ = put(store, "http://example.com/a", b"a")
+    other, other_key, _ = put(store, "http://example.com/b", b"b")
+    name = store.warcfile_name(store.path_for(url))
+    assert store.delete(url) is True
+    assert seen.deletes == [([key], [name])]
+    assert not store.path_for(url).exists() and store.captures(key) == []
+    assert store.get(other) is not None and len(store.captures(other_key)) == 1
+    # deleting what is not stored says so, and still tells (a derived index may name it)
+    assert store.delete(url) is False
+    assert seen.deletes[-1] == ([key], [name])
+    assert store.check_index() == []
+
+
+def test_delete_host_removes_its_files_folder_and_index_lines(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    seen = Listener()
+    store.listeners.append(seen)
+    keys = [put(store, f"http://gone.example/{i}", b"x")[1] for i in range(3)]
+    _, kept, _ = put(store, "http://kept.example/", b"y")
+    _, other_proto, _ = put(store, "https://gone.example/s", b"z")
+    files = sorted(p.name for p in store.list_host("http", "gone.example"))
+    deleted = store.delete_host("http", "gone.example")
+    assert deleted.pages == 3 and sorted(deleted.files) == files
+    assert sorted(deleted.keys) == sorted(keys)
+    assert seen.deletes == [(sorted(keys), files)]
+    assert not (store.root / "http" / "gone.example").exists()
+    assert sorted(r.uri for r in store.list_prefix("")) == sorted([kept, other_proto])
+    assert store.check_index() == []
+    # nothing there: nothing removed, nobody told
+    assert store.delete_host("http", "gone.example").pages == 0
+    assert store.delete_host("..", "etc").pages == 0
+    assert len(seen.deletes) == 1
+
+
+def test_purge_removes_old_pages_of_a_host_or_of_all_and_tells(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    seen = Listener()
+    store.listeners.append(seen)
+    _, p_old, _ = put(store, "http://p.example/old", b"1")
+    _, p_new, _ = put(store, "http://p.example/new", b"2")
+    _, q_old, _ = put(store, "http://q.example/old", b"3")
+    now = 2_000_000_000.0
+    for key, age_days in ((p_old, 40), (p_new, 1), (q_old, 40)):
+        path = store.path_for(canonicalize(key))
+        os.utime(path, (now - age_days * 86400, now - age_days * 86400))
+    deleted = store.purge(30, canonicalize("http://p.example/"), now=now)
+    assert deleted.keys == (p_old,) and deleted.pages == 1
+    assert seen.deletes == [([p_old], [url_hash(p_old) + ".warc.gz"])]
+    assert store.captures(p_old) == [] and len(store.captures(q_old)) == 1  # another host
+    deleted = store.purge(30, now=now)
+    assert deleted.keys == (q_old,)
+    assert not (store.root / "http" / "q.example").exists()  # emptied: its folder goes too
+    assert seen.deletes[-1] == ([q_old], [url_hash(q_old) + ".warc.gz"])
+    assert store.purge(30, now=now).pages == 0 and len(seen.deletes) == 2  # nothing old left
+    assert [r.uri for r in store.list_prefix("")] == [p_new]
+    deleted = store.purge(None, canonicalize("http://p.example/"))  # any age
+    assert deleted.keys == (p_new,) and list(store.list_prefix("")) == []
+    assert store.check_index() == []
+
+
+def test_a_file_the_index_does_not_know_is_deleted_by_name(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    seen = Listener()
+    store.listeners.append(seen)
+    url, key, _ = put(store, "http://x.example/a", b"a")
+    store.index.rebuild([])  # the index lost its lines (the file is still there)
+    deleted = store.delete_host("http", "x.example")
+    name = store.warcfile_name(store.path_for(url))
+    assert deleted.files == (name,) and deleted.keys == ()
+    assert seen.deletes == [([], [name])]
 
 
 def test_rebuild_and_check_survive_entries_that_are_not_readable_files(tmp_path: Path) -> None:

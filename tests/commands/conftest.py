@@ -22,10 +22,9 @@ import pytest
 from aiohttp import web
 from yarl import URL
 
-from wwwproxy.archive.search import SearchIndex
+from wwwproxy.app import Running, start
 from wwwproxy.commands import API_HEADER
 from wwwproxy.config import Config
-from wwwproxy.proxy.run import Running, start
 from wwwproxy.url import canonicalize
 
 TIMEOUT = aiohttp.ClientTimeout(total=15)
@@ -120,18 +119,26 @@ def make_config(tmp_path: Path, **kwargs: Any) -> Config:
     return Config(listen_port=0, cache=tmp_path / "cache", **kwargs)
 
 
-async def start_proxy(config: Config) -> Running:
-    running = await start(config)
-    # what the proxy does at startup: the search index follows every recording
-    SearchIndex.for_store(running.server.store)
+async def start_proxy(config: Config, **kwargs: Any) -> Running:
+    """The proxy as ``wwwproxy serve`` starts it (its services: store, queue, search index
+    following every recording, engine, mode)."""
+    running = await start(config, **kwargs)
+    assert running.services.search is not None
     return running
+
+
+async def stop_proxy(running: Running) -> None:
+    await running.stop()
+    search = running.services.search
+    if search is not None:  # as serve does at exit: no thread or -wal file left behind
+        await asyncio.to_thread(search.close)
 
 
 @pytest.fixture
 async def proxy(tmp_path: Path) -> AsyncIterator[Running]:
     running = await start_proxy(make_config(tmp_path))
     yield running
-    await running.stop()
+    await stop_proxy(running)
 
 
 class Client:
@@ -204,7 +211,7 @@ async def browse(proxy: Running, url: str, **kwargs: Any) -> tuple[int, bytes, A
     """Fetch ``url`` through the proxy, as a browser would; when it was fetched (X-Cache:
     MISS), wait until the proxy has recorded it (it records after the body is sent)."""
     key = canonicalize(url).file
-    store = proxy.server.store
+    store = proxy.services.store
     before = len(store.captures(key))
     async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
         async with session.get(url, proxy=f"http://127.0.0.1:{proxy.port}", **kwargs) as resp:

@@ -148,7 +148,7 @@ async def test_index_and_history_in_a_real_browser(proxy, origin, fetch, tmp_pat
     host = f"127.0.0.1:{origin.port}"
     base = f"http://127.0.0.1:{proxy.port}"
     # offline: whatever else the browser asks for is queued, never fetched from the network
-    proxy.server.state.mode = Mode.OFFLINE
+    proxy.services.state.mode = Mode.OFFLINE
 
     dom = await chromium(tmp_path, proxy.port, f"{base}/index/", "--dump-dom")
     text = dom_text(dom)
@@ -175,12 +175,12 @@ async def test_index_and_history_in_a_real_browser(proxy, origin, fetch, tmp_pat
     assert "<script>alert(" not in dom
     # Chromium's own update checks arrive too (the flags cannot stop them all): being
     # offline, the proxy queued them instead of reaching the network
-    assert all(origin.url("") not in r.url for r in proxy.server.queue.requests())
+    assert all(origin.url("") not in r.url for r in proxy.services.queue.requests())
 
 
 async def test_screenshot_of_the_index(proxy, tmp_path):
-    seed_demo_host(proxy.server.store)
-    proxy.server.state.mode = Mode.OFFLINE  # the browser's own requests never leave the machine
+    seed_demo_host(proxy.services.store)
+    proxy.services.state.mode = Mode.OFFLINE  # the browser's own requests never leave the machine
     shot = tmp_path / "index.png"
     url = f"http://127.0.0.1:{proxy.port}/index/http/www.example.org/?sort=time"
     await chromium(

@@ -11,11 +11,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from wwwproxy.commands.config import KEYS, edit_config_text
-from wwwproxy.config import ConfigError, load_config, parse_config
+from wwwproxy.commands.config import KEYS, edit_config_text, effective
+from wwwproxy.config import Config, ConfigError, load_config, parse_config
 from wwwproxy.http.policy import Mode
 
-from .conftest import TIMEOUT, Client, start_proxy
+from .conftest import TIMEOUT, Client, start_proxy, stop_proxy
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "wwwproxy.yaml"
 
@@ -34,7 +34,7 @@ async def configured(tmp_path):
         cookie_jar=aiohttp.CookieJar(unsafe=True), timeout=TIMEOUT
     ) as session:
         yield running, Client(running.port, "direct", session), path
-    await running.stop()
+    await stop_proxy(running)
 
 
 async def test_shows_the_configuration_in_force(configured):
@@ -57,13 +57,16 @@ async def test_edit_saves_keeping_comments_and_reloads(configured):
     after = path.read_text()
     assert comments(after) == comments(before)
     assert after == before.replace("read_timeout: 60", "read_timeout: 25")
-    assert running.server.config.read_timeout == 25.0
+    assert running.services.config.read_timeout == 25.0
     status, _, _ = await client.post(
         "/config/", {"key": "allowed_clients", "value": "- 127.0.0.0/8\n- 10.0.0.0/8\n"}
     )
     assert status == 200
     assert comments(path.read_text()) == comments(before)
-    assert [str(n) for n in running.server.config.allowed_clients] == ["127.0.0.0/8", "10.0.0.0/8"]
+    assert [str(n) for n in running.services.config.allowed_clients] == [
+        "127.0.0.0/8",
+        "10.0.0.0/8",
+    ]
 
 
 async def test_invalid_value_is_refused_and_nothing_saved(configured):
@@ -77,23 +80,56 @@ async def test_invalid_value_is_refused_and_nothing_saved(configured):
     status, data = await client.post_api("/config/", {"key": "colour", "value": "red"})
     assert status == 400 and "unknown key" in data["error"]
     assert path.read_text() == before
-    assert running.server.config.read_timeout == 60.0
+    assert running.services.config.read_timeout == 60.0
 
 
-async def test_editing_mode_switches_other_edits_keep_it(configured):
+async def test_an_edit_reloads_and_keeps_the_running_mode(configured):
+    """Mode is state, not configuration: an edit reloads the file as SIGHUP does, and the
+    proxy stays in the mode it was switched to, even when ``mode`` itself is edited."""
     running, client, path = configured
-    running.server.state.mode = Mode.AUTODIAL
-    await client.post_api("/config/", {"key": "connect_timeout", "value": "5"})
-    assert running.server.state.mode is Mode.AUTODIAL
-    await client.post_api("/config/", {"key": "mode", "value": "offline"})
-    assert running.server.state.mode is Mode.OFFLINE
-    assert "mode: offline" in path.read_text()
+    running.services.state.mode = Mode.OFFLINE
+    status, _ = await client.post_api("/config/", {"key": "connect_timeout", "value": "5"})
+    assert status == 200 and running.services.config.connect_timeout == 5.0
+    assert running.services.mode is Mode.OFFLINE
+    status, data = await client.post_api("/config/", {"key": "mode", "value": "autodial"})
+    assert status == 200 and "mode: autodial" in path.read_text()
+    assert running.services.config.mode == "autodial"  # the mode to start in
+    assert running.services.mode is Mode.OFFLINE and data["running_mode"] == "offline"
+    assert "offline now" in data["message"] and "control page" in data["message"]
+    assert data["effective"]["mode"] == "autodial"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("request_changed", "0", 0),
+        ("keep_good_copy", "false", False),
+        ("fetch_on_online", "false", False),
+    ],
+)
+async def test_the_cache_policy_keys_are_editable(configured, key, value, expected):
+    running, client, path = configured
+    _, text, _ = await client.get("/config/")
+    assert f'name="key" value="{key}"' in text
+    status, data = await client.post_api("/config/", {"key": key, "value": value})
+    assert status == 200, data
+    assert getattr(running.services.config, key) == expected
+    assert data["effective"][key] == expected
+    assert f"{key}: {value}" in path.read_text()
+    status, data = await client.post_api("/config/", {"key": key, "value": "[1]"})
+    assert status == 400 and key in data["error"]
+
+
+def test_every_configuration_key_is_shown_and_editable():
+    names = {f.name for f in dataclasses.fields(Config)} - {"listen_host", "listen_port", "source"}
+    assert set(KEYS) == names | {"listen"}
+    assert set(effective(Config())) == set(KEYS)
 
 
 async def test_password_is_never_shown(configured):
     running, client, path = configured
     status, data = await client.post_api("/config/", {"key": "password", "value": "hunter2"})
-    assert status == 200 and running.server.config.password == "hunter2"
+    assert status == 200 and running.services.config.password == "hunter2"
     async with client.session.get(client.url("/config/")) as resp:
         text = await resp.text()
     assert "hunter2" not in text and "(set)" in text
@@ -120,6 +156,10 @@ async def test_without_a_file_nothing_is_editable(client):
         ("freshness", "- pattern: '\\.css$'\n  max_age: 60\n"),
         ("password", ""),
         ("urldb", "other"),
+        ("request_changed", "0"),
+        ("keep_good_copy", "false"),
+        ("fetch_on_online", "false"),
+        ("https_intercept", "- '*.example.com'\n"),
     ],
 )
 def test_every_kind_of_edit_keeps_all_comments(key, value):

@@ -11,7 +11,7 @@ import aiohttp
 from wwwproxy.commands.context import TOKEN_COOKIE
 from wwwproxy.http.policy import Mode
 
-from .conftest import EVIL_TITLE, TIMEOUT, make_config, start_proxy
+from .conftest import EVIL_TITLE, TIMEOUT, make_config, start_proxy, stop_proxy
 
 
 async def test_token_cookie_is_strict_and_httponly(client):
@@ -27,7 +27,7 @@ async def test_cross_site_post_without_token_is_refused(client, proxy):
         "/control/", {"mode": "offline"}, token=False, headers={"Origin": "http://evil.example"}
     )
     assert status == 403 and "token" in text
-    assert proxy.server.state.mode is Mode.ONLINE
+    assert proxy.services.mode is Mode.ONLINE
 
 
 async def test_post_with_a_wrong_token_is_refused(client, proxy):
@@ -35,7 +35,7 @@ async def test_post_with_a_wrong_token_is_refused(client, proxy):
     status, _, _ = await client.post(
         "/control/", {"mode": "offline", "token": "x" * 43}, token=False
     )
-    assert status == 403 and proxy.server.state.mode is Mode.ONLINE
+    assert status == 403 and proxy.services.mode is Mode.ONLINE
 
 
 async def test_token_of_another_session_is_refused(proxy, client):
@@ -48,24 +48,24 @@ async def test_token_of_another_session_is_refused(proxy, client):
             assert resp.status == 200
         async with other.post(url, data={"mode": "offline", "token": stolen}) as resp:
             assert resp.status == 403
-    assert proxy.server.state.mode is Mode.ONLINE
+    assert proxy.services.mode is Mode.ONLINE
 
 
 async def test_post_with_the_page_token_works(client, proxy):
     status, text, _ = await client.post("/control/", {"mode": "offline"})
     assert status == 200 and "Mode is now offline" in text
-    assert proxy.server.state.mode is Mode.OFFLINE
+    assert proxy.services.mode is Mode.OFFLINE
 
 
 async def test_api_header_is_enough_for_programs(client, proxy):
     status, data = await client.post_api("/control/?format=json", {"mode": "autodial"})
     assert status == 200 and data["mode"] == "autodial"
-    assert proxy.server.state.mode is Mode.AUTODIAL
+    assert proxy.services.mode is Mode.AUTODIAL
 
 
 async def test_get_never_changes_state(client, proxy):
     status, _, _ = await client.get("/control/?mode=offline&action=fetch")
-    assert status == 200 and proxy.server.state.mode is Mode.ONLINE
+    assert status == 200 and proxy.services.mode is Mode.ONLINE
 
 
 async def test_non_form_post_is_refused(client, proxy):
@@ -76,7 +76,7 @@ async def test_non_form_post_is_refused(client, proxy):
         **client._kw({}),
     ) as resp:
         assert resp.status == 415
-    assert proxy.server.state.mode is Mode.ONLINE
+    assert proxy.services.mode is Mode.ONLINE
 
 
 async def test_password_is_needed_for_actions(tmp_path):
@@ -97,7 +97,7 @@ async def test_password_is_needed_for_actions(tmp_path):
                 headers={**headers, "Authorization": f"Basic {wrong}"},
             ) as resp:
                 assert resp.status == 401
-            assert running.server.state.mode is Mode.ONLINE
+            assert running.services.mode is Mode.ONLINE
             good = base64.b64encode(b"anyone:s3cret").decode()
             async with session.post(
                 url,
@@ -105,9 +105,9 @@ async def test_password_is_needed_for_actions(tmp_path):
                 headers={**headers, "Authorization": f"Basic {good}"},
             ) as resp:
                 assert resp.status == 200
-            assert running.server.state.mode is Mode.OFFLINE
+            assert running.services.mode is Mode.OFFLINE
     finally:
-        await running.stop()
+        await stop_proxy(running)
 
 
 async def test_pages_only_for_allowed_clients(tmp_path):
@@ -121,7 +121,7 @@ async def test_pages_only_for_allowed_clients(tmp_path):
                 assert resp.status == 403
                 assert "Cached hosts" not in await resp.text()
     finally:
-        await running.stop()
+        await stop_proxy(running)
 
 
 async def test_hostile_arguments_are_escaped_everywhere(client, origin, fetch):

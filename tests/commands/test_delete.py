@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from urllib.parse import quote
 
-from wwwproxy.archive.search import SearchIndex
 from wwwproxy.url import canonicalize
 
 from .test_index import record
@@ -16,14 +15,14 @@ async def test_get_asks_and_deletes_nothing(client, proxy, origin, fetch):
     u = quote(origin.url("/a.html"), safe="")
     status, text, _ = await client.get(f"/delete/?url={u}")
     assert status == 200 and "1 capture(s)" in text and 'method="post"' in text
-    assert len(proxy.server.store.captures(origin.url("/a.html"))) == 1
+    assert len(proxy.services.store.captures(origin.url("/a.html"))) == 1
 
 
 async def test_post_deletes_the_url_from_cache_index_and_search(client, proxy, origin, fetch):
-    store = proxy.server.store
+    store = proxy.services.store
     await fetch(origin.url("/a.html"))
     await fetch(origin.url("/b.html"))
-    search = SearchIndex.for_store(store)
+    search = proxy.services.search
     assert search.search("page").total == 2
     status, text, _ = await client.post("/delete/", {"url": origin.url("/a.html")})
     assert status == 200 and "Deleted 1 page(s)" in text
@@ -38,7 +37,7 @@ async def test_post_deletes_the_url_from_cache_index_and_search(client, proxy, o
 
 
 async def test_all_deletes_the_whole_host(client, proxy):
-    store = proxy.server.store
+    store = proxy.services.store
     when = datetime(2024, 1, 1, tzinfo=UTC)
     for i in range(3):
         record(store, f"http://host.example/{i}", b"x", when)
@@ -60,6 +59,6 @@ async def test_delete_needs_a_url_and_a_token(client, proxy, origin, fetch):
     assert status == 400
     status, _, _ = await client.post("/delete/", {"url": origin.url("/a.html")}, token=False)
     assert status == 403
-    assert len(proxy.server.store.captures(origin.url("/a.html"))) == 1
+    assert len(proxy.services.store.captures(origin.url("/a.html"))) == 1
     status, text, _ = await client.get("/delete/")
     assert status == 200 and 'name="url"' in text

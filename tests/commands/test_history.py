@@ -26,7 +26,7 @@ T3 = datetime(2023, 3, 4, 5, 6, 7, tzinfo=UTC)
 
 @pytest.fixture
 def three(proxy):
-    store = proxy.server.store
+    store = proxy.services.store
     url = "http://tt.example/page"
     put(store, url, b"<html><head><title>One</title></head><body>first</body></html>", T1)
     put(store, url, b"<html><head><title>Two</title></head><body>second</body></html>", T2)
@@ -76,7 +76,7 @@ async def test_cached_html_gets_base_and_banner_raw_does_not(client, three):
 async def test_gzip_capture_is_decoded_for_the_banner_and_kept_for_raw(client, proxy):
     body = b"<html><head><title>Z</title></head><body>zipped words</body></html>"
     put(
-        proxy.server.store,
+        proxy.services.store,
         "http://gz.example/",
         gzip.compress(body),
         T1,

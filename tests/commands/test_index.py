@@ -21,7 +21,7 @@ def record(store, url: str, body: bytes, when: datetime, ctype: str = "text/html
 async def test_hosts_with_page_counts_and_last_fetch(client, proxy, origin, fetch):
     for path in ("/a.html", "/b.html", "/img.png"):
         await fetch(origin.url(path))
-    store = proxy.server.store
+    store = proxy.services.store
     record(store, "http://example.org/x", b"x", datetime(2020, 1, 2, tzinfo=UTC))
     status, data = await client.get_json("/index/")
     assert status == 200
@@ -39,7 +39,7 @@ async def test_hosts_with_page_counts_and_last_fetch(client, proxy, origin, fetc
 
 async def test_host_page_lists_each_page_with_its_links(client, origin, fetch, visible):
     await fetch(origin.url("/a.html"))
-    await fetch(origin.url("/a.html"))
+    await fetch(origin.url("/a.html"), headers={"Cache-Control": "no-cache"})  # a reload
     await fetch(origin.url("/b.html?x=1&y=2"))
     status, text, _ = await client.get(f"/index/http/127.0.0.1:{origin.port}/")
     assert status == 200
@@ -55,7 +55,7 @@ async def test_host_page_lists_each_page_with_its_links(client, origin, fetch, v
 
 
 async def test_sorting_by_name_time_and_size(client, proxy):
-    store = proxy.server.store
+    store = proxy.services.store
     base = datetime(2024, 5, 1, tzinfo=UTC)
     record(store, "http://sort.example/b", b"bb" * 500, base + timedelta(days=2))
     record(store, "http://sort.example/a", b"a", base + timedelta(days=1))
@@ -77,7 +77,7 @@ async def test_sorting_by_name_time_and_size(client, proxy):
 
 
 async def test_paging_a_host_with_many_pages(client, proxy):
-    store = proxy.server.store
+    store = proxy.services.store
     when = datetime(2024, 1, 1, tzinfo=UTC)
     for i in range(45):
         record(store, f"http://many.example/p{i:03d}", b"x", when)

@@ -6,7 +6,7 @@ from wwwproxy.fetch.monitor import load, monitor_path
 
 
 async def test_add_list_fetch_and_remove(client, proxy, origin, visible):
-    path = monitor_path(proxy.server.store.root)
+    path = monitor_path(proxy.services.store.root)
     url = origin.url("/a.html")
     status, text, _ = await client.post("/monitor/", {"url": url, "every": "6"})
     assert status == 200 and f"Monitoring {url}" in visible(text)
@@ -16,7 +16,7 @@ async def test_add_list_fetch_and_remove(client, proxy, origin, visible):
     assert row["url"] == url and row["schedule"] == "every 6 hours" and row["due"] is True
     status, text, _ = await client.post("/monitor/", {"fetch": url})
     assert status == 200 and f"Fetched {url}" in visible(text)
-    assert proxy.server.store.captures(url)
+    assert proxy.services.store.captures(url)
     (entry,) = load(path)
     assert entry.last is not None and entry.error is None
     status, data = await client.post_api("/monitor/", {"remove": url})
@@ -34,7 +34,7 @@ async def test_weekday_schedule_from_checkboxes(client, proxy, origin):
 
 
 async def test_bad_schedule_and_missing_token_are_refused(client, proxy, origin):
-    path = monitor_path(proxy.server.store.root)
+    path = monitor_path(proxy.services.store.root)
     status, text, _ = await client.post("/monitor/", {"url": origin.url("/a.html")})
     assert status == 400 and "schedule" in text
     status, _, _ = await client.post(

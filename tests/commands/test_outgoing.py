@@ -6,7 +6,7 @@ from wwwproxy.http.policy import Mode
 
 
 async def test_queued_requests_are_listed_and_cancelled(client, proxy, origin, fetch, visible):
-    proxy.server.state.mode = Mode.OFFLINE
+    proxy.services.state.mode = Mode.OFFLINE
     for path in ("/a.html", "/b.html", "/<x>"):
         status, _, _ = await fetch(origin.url(path))
         assert status == 503
@@ -19,16 +19,16 @@ async def test_queued_requests_are_listed_and_cancelled(client, proxy, origin, f
     key = next(r["key"] for r in data["requests"] if r["url"] == origin.url("/a.html"))
     status, text, _ = await client.post("/outgoing/", {"cancel": key})
     assert status == 200 and "Cancelled." in text
-    assert len(proxy.server.queue) == 2
+    assert len(proxy.services.queue) == 2
     status, text, _ = await client.post("/outgoing/", {"cancel": key})
     assert "was not queued" in text
     status, data = await client.post_api("/outgoing/", {"all": "1"})
     assert status == 200 and data["cancelled"] == 2 and data["queued"] == 0
-    assert len(proxy.server.queue) == 0
+    assert len(proxy.services.queue) == 0
 
 
 async def test_unreadable_queue_file_is_shown_and_cancellable(client, proxy):
-    directory = proxy.server.queue.directory
+    directory = proxy.services.queue.directory
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "broken.json").write_text("{not json")
     status, data = await client.get_json("/outgoing/")
@@ -43,7 +43,7 @@ async def test_cancel_needs_an_argument(client):
 
 
 async def test_queue_times_say_their_time_zone(client, proxy, origin, fetch):
-    proxy.server.state.mode = Mode.OFFLINE
+    proxy.services.state.mode = Mode.OFFLINE
     await fetch(origin.url("/a.html"))
     _, text, _ = await client.get("/outgoing/")
     assert "<th>Queued (UTC)</th>" in text

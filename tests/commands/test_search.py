@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from wwwproxy.archive.search import SearchIndex
-
 
 async def test_pages_are_searchable_as_soon_as_recorded(client, origin, fetch, visible):
     for path in ("/", "/a.html", "/gz.html", "/latin1.html", "/img.png"):
@@ -37,7 +35,7 @@ async def test_queries_with_syntax_characters_never_fail(client, origin, fetch):
 
 
 async def test_paging_results(client, proxy):
-    index = SearchIndex.for_store(proxy.server.store)
+    index = proxy.services.search
     for i in range(45):
         index.add(
             f"http://many.example/{i}", f"http://many.example/{i}", title=f"T{i}", text="common"
@@ -53,7 +51,7 @@ async def test_paging_results(client, proxy):
 
 async def test_rebuild_from_the_cache(client, proxy, origin, fetch):
     await fetch(origin.url("/a.html"))
-    index = SearchIndex.for_store(proxy.server.store)
+    index = proxy.services.search
     index.remove(origin.url("/a.html"))
     _, data = await client.get_json("/search/?q=page")
     assert data["total"] == 0
@@ -78,3 +76,40 @@ async def test_nothing_found_says_what_is_indexed_and_offers_a_rebuild(client, p
     shown = visible(text)
     assert "Nothing in the cache matches nowhere." in shown and "0 URLs indexed" in shown
     assert 'value="rebuild"' in text and "Rebuild the search index" in shown
+
+
+async def test_without_a_search_index_the_page_says_so(tmp_path, origin, visible):
+    """A search database that cannot be opened: the proxy runs and records without it, the
+    search page says the index is unavailable, the welcome page shows no count."""
+    import aiohttp
+
+    from wwwproxy.app import start
+    from wwwproxy.archive.search import SEARCH_DB
+
+    from .conftest import TIMEOUT, Client, browse, make_config
+
+    config = make_config(tmp_path)
+    config.cache.mkdir(parents=True)
+    (config.cache / SEARCH_DB).write_bytes(b"this is not sqlite" * 100)
+    running = await start(config)
+    try:
+        assert running.services.search is None
+        async with aiohttp.ClientSession(
+            cookie_jar=aiohttp.CookieJar(unsafe=True), timeout=TIMEOUT
+        ) as session:
+            client = Client(running.port, "direct", session)
+            status, body, _ = await browse(running, origin.url("/a.html"))
+            assert status == 200 and len(running.services.store.captures(origin.url("/a.html")))
+            status, data = await client.get_json("/search/?q=page")
+            assert status == 503 and "search index is unavailable" in data["error"]
+            status, text, _ = await client.get("/search/?q=page")
+            assert status == 503 and "search index is unavailable" in visible(text)
+            status, data = await client.post_api("/search/", {"action": "rebuild"})
+            assert status == 503
+            status, data = await client.get_json("/")
+            assert status == 200 and data["pages"] == 1
+            assert data["search_indexed"] is None and data["search_with_text"] is None
+            _, text, _ = await client.get("/")
+            assert "search index" not in visible(text)
+    finally:
+        await running.stop()

@@ -1,7 +1,9 @@
 """Full-text search of the cache: SQLite FTS5 (standard library) in ``<cache>/search.sqlite3``.
 
-The index is derived data, like the CDXJ index: it is kept up to date by a :class:`Store`
-listener as pages are recorded, and :meth:`SearchIndex.rebuild` makes it again from the cache.
+The index is derived data, like the CDXJ index: :meth:`SearchIndex.attach` makes it a
+:class:`Store` listener, so it follows every page recorded, deleted or purged, and
+:meth:`SearchIndex.rebuild` makes it again from the cache.  There is one per process, opened by
+the wiring (:mod:`wwwproxy.app`) and handed to whoever needs it.
 Every cached URL gets a row (so URLs can be searched by substring); text/html and text/plain
 responses also get their title and visible text indexed (decoded from their Content-Encoding and
 charset, size-capped).  Text is stored as text, never escaped: escaping is the renderer's job.
@@ -21,14 +23,14 @@ import re
 import sqlite3
 import threading
 import time
-import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..http.content import charset_param, decode_content
 from .cdxj import CDXJError, CDXJRecord
+from .store import StoreError
 from .warc import WARCFormatError, open_payload
 
 if TYPE_CHECKING:
@@ -201,8 +203,23 @@ class SearchResults:
     hits: list[SearchHit]
 
 
-_REGISTRY: weakref.WeakKeyDictionary[Store, SearchIndex] = weakref.WeakKeyDictionary()
-_REGISTRY_LOCK = threading.Lock()
+class _Follower:
+    """The store listener that keeps one search index up to date with one store."""
+
+    def __init__(self, index: SearchIndex, store: Store) -> None:
+        self.index = index
+        self.store = store
+
+    def on_put(self, url: URL, key: str, lines: list[CDXJRecord]) -> None:
+        for line in lines:
+            if line.record_type in ("response", "revisit"):
+                self.index._enqueue(self.store, line)  # noqa: SLF001 (its own listener)
+
+    def on_delete(self, keys: list[str], files: list[str]) -> None:
+        self.index.remove_pages(keys, files)
+
+    def __repr__(self) -> str:
+        return f"<search index {self.index.path} following {self.store.root}>"
 
 
 class SearchIndex:
@@ -228,32 +245,13 @@ class SearchIndex:
             self._conn.close()
             raise ValueError(f"{self.path}: not a usable search database: {exc}") from None
 
-    @classmethod
-    def for_store(cls, store: Store) -> SearchIndex:
-        """The search index attached to ``store`` (opened and attached on first use), so the
-        server and the command pages share one."""
-        with _REGISTRY_LOCK:
-            index = _REGISTRY.get(store)
-            if index is None:
-                index = cls(store.root)
-                index.attach(store)
-                _REGISTRY[store] = index
-            return index
-
     def attach(self, store: Store) -> None:
-        """Index every exchange ``store`` records from now on."""
+        """Follow ``store`` from now on: index every exchange it records, drop every page it
+        deletes or purges (a :class:`~wwwproxy.archive.store.StoreListener`)."""
         if any(s is store for s in self._attached):
             return
         self._attached.append(store)
-        store.listeners.append(self._listener(store))
-
-    def _listener(self, store: Store) -> Callable[[URL, str, list[CDXJRecord]], None]:
-        def on_put(url: URL, key: str, lines: list[CDXJRecord]) -> None:
-            for line in lines:
-                if line.record_type in ("response", "revisit"):
-                    self._enqueue(store, line)
-
-        return on_put
+        store.listeners.append(_Follower(self, store))
 
     def _enqueue(self, store: Store, line: CDXJRecord) -> None:
         """Index in a worker thread: parsing a large page must never hold up the response
@@ -350,11 +348,17 @@ class SearchIndex:
             return cur.rowcount > 0
 
     def index_capture(self, store: Store, line: CDXJRecord) -> bool:
-        """Index the capture an index line points at; False if it was not readable."""
+        """Index the capture an index line points at; False if it was not readable, or its
+        cache file is gone (deleted while it waited to be indexed: it must not come back)."""
         key = line.uri
         status = line.fields.get("hsc")
         if status == 304:
             return False  # recorded, never served: the page's text is the previous capture's
+        try:
+            if not store.path_of(line).exists():
+                return False
+        except StoreError:
+            return False
         if line.record_type == "revisit" and self._touch(key, line.timestamp, status):
             return True
         ref = line.warcfile
@@ -393,33 +397,34 @@ class SearchIndex:
         return extract_text(decode_text(data, content_type), mime)
 
     def remove(self, key: str) -> bool:
-        self.flush(2.0)  # a page recorded a moment ago must not come back after this
-        with self._lock, self._conn:
-            row = self._conn.execute("SELECT id FROM pages WHERE key = ?", (key,)).fetchone()
-            if row is None:
-                return False
-            self._conn.execute("DELETE FROM page_text WHERE rowid = ?", row)
-            self._conn.execute("DELETE FROM pages WHERE id = ?", row)
-            return True
+        """Drop one archive key's page; False if it was not indexed."""
+        return self.remove_pages([key], []) > 0
 
     def remove_files(self, names: Iterable[str]) -> int:
-        """Drop the pages stored in these cache files (``warcfile:`` names): after a delete."""
-        self.flush(2.0)  # include pages recorded a moment ago
+        """Drop the pages stored in these cache files (``warcfile:`` names)."""
+        return self.remove_pages([], names)
+
+    def remove_pages(self, keys: Iterable[str], files: Iterable[str]) -> int:
+        """Drop the pages of these archive keys and those stored in these cache files (what
+        a store delete or purge removed); the number of pages dropped."""
+        self.flush(2.0)  # a page recorded a moment ago must not come back after this
         removed = 0
         with self._lock, self._conn:
-            for name in names:
-                rows = self._conn.execute("SELECT id FROM pages WHERE file = ?", (name,)).fetchall()
-                for row in rows:
-                    self._conn.execute("DELETE FROM page_text WHERE rowid = ?", row)
-                    self._conn.execute("DELETE FROM pages WHERE id = ?", row)
-                removed += len(rows)
+            for query, values in (
+                ("SELECT id FROM pages WHERE key = ?", keys),
+                ("SELECT id FROM pages WHERE file = ?", files),
+            ):
+                for value in values:
+                    rows = self._conn.execute(query, (value,)).fetchall()
+                    for row in rows:
+                        self._conn.execute("DELETE FROM page_text WHERE rowid = ?", row)
+                        self._conn.execute("DELETE FROM pages WHERE id = ?", row)
+                    removed += len(rows)
         return removed
 
     def prune(self, store: Store) -> int:
         """Drop rows whose cache file is gone (deleted by another process or by hand)."""
         self.flush(2.0)  # include pages recorded a moment ago
-        from .store import StoreError
-
         with self._lock:
             rows = list(self._conn.execute("SELECT file, key FROM pages"))
         gone = []

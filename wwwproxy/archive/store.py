@@ -1,4 +1,5 @@
-"""The cache facade: put and get exchanges by canonical URL and archive key.
+"""The cache facade: put, get, list, delete and purge exchanges by canonical URL and archive
+key; listeners (:class:`StoreListener`: the full-text search index) hear of every put and delete.
 
 Layout (shared/DESIGN.md): ``<root>/<proto>/<host[:port]>/<hash>.warc.gz`` holds one archive
 key's records, newest last; ``<root>/index/`` holds the CDXJ index.  Serving needs no global
@@ -19,11 +20,12 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from ..http.policy import is_good, is_servable, vary_matches
 from ..url import URL, cache_name, surt, url_hash
@@ -45,7 +47,15 @@ from .warc import (
     sha1_base32,
 )
 
-__all__ = ["WARC_SUFFIX", "CachedEntry", "Recorder", "Store", "StoreError"]
+__all__ = [
+    "WARC_SUFFIX",
+    "CachedEntry",
+    "Deleted",
+    "Recorder",
+    "Store",
+    "StoreError",
+    "StoreListener",
+]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +99,33 @@ def _compress_level(response: HTTPResponse) -> int:
 
 class StoreError(Exception):
     """A store operation that cannot be done; the message says what and where."""
+
+
+class StoreListener(Protocol):
+    """Follows what a :class:`Store` records and removes: how derived indexes (full-text
+    search) stay up to date.  Called in the thread that changed the store, after the change
+    is on disk; an exception is logged and goes no further (the change is done)."""
+
+    def on_put(self, url: URL, key: str, lines: list[CDXJRecord]) -> None:
+        """One exchange was recorded for archive key ``key``: its index lines."""
+
+    def on_delete(self, keys: list[str], files: list[str]) -> None:
+        """Captures were removed: ``files``, the ``warcfile:`` names of the cache files that
+        went (every capture of their key); ``keys``, the archive keys whose index lines went
+        with them.  A file the index did not know is named in ``files`` only."""
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """What a delete or purge removed."""
+
+    files: tuple[str, ...] = ()  # warcfile names of the cache files removed
+    keys: tuple[str, ...] = ()  # archive keys whose index lines were removed
+
+    @property
+    def pages(self) -> int:
+        """Cache files removed: one per archive key (a page, an image ...)."""
+        return len(self.files)
 
 
 def _servable(record: StoredRecord) -> bool:
@@ -239,10 +276,8 @@ class Store:
         self.index = Index(self.root / "index")
         self.tmp_dir = self.root / "tmp"
         self.tmp_dir.mkdir(exist_ok=True)  # once here, not per request on the event loop
-        #: Called after each put with (url, key, index lines), in the writing thread: how
-        #: derived indexes (full-text search) stay up to date.  A listener's failure is logged,
-        #: never lost data: the exchange is already on disk.
-        self.listeners: list[Callable[[URL, str, list[CDXJRecord]], None]] = []
+        #: told about every put and delete (:class:`StoreListener`), in the changing thread
+        self.listeners: list[StoreListener] = []
 
     # --- names -------------------------------------------------------------------------------
 
@@ -327,7 +362,7 @@ class Store:
         self.index.add(lines)
         for listener in self.listeners:
             try:
-                listener(url, key, lines)
+                listener.on_put(url, key, lines)
             except Exception:  # noqa: BLE001 (a derived index must never break recording)
                 log.exception("store listener %r failed for %s", listener, key)
         return lines
@@ -434,7 +469,8 @@ class Store:
     # --- deleting ----------------------------------------------------------------------------
 
     def delete(self, url: URL, key: str | None = None) -> bool:
-        """Remove a key's cache file and its index lines; False if nothing was stored."""
+        """Remove a key's cache file and its index lines (by default the URL's GET key), and
+        tell the listeners; False if nothing was stored."""
         key = url.file if key is None else key
         path = self.path_for(url, key)
         existed = path.exists()
@@ -451,7 +487,81 @@ class Store:
 
         if existed or any(True for _ in self.index.captures(skey)):
             self.index.compact(keep=keep)
+        # even when nothing was stored: a derived index may still name the key
+        self._deleted([key], [name])
         return existed
+
+    def delete_files(self, paths: Iterable[Path]) -> Deleted:
+        """Remove cache files and their index lines (one compaction for them all), and tell
+        the listeners."""
+        names: list[str] = []
+        for path in paths:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                continue
+            names.append(self.warcfile_name(path))
+        if not names:
+            return Deleted()
+        gone = set(names)
+        keys: set[str] = set()
+
+        def keep(record: CDXJRecord) -> bool:
+            ref = record.warcfile
+            if ref is None or ref[0] not in gone:
+                return True
+            keys.add(record.uri)
+            return False
+
+        self.index.compact(keep=keep)
+        deleted = Deleted(tuple(names), tuple(sorted(keys)))
+        self._deleted(list(deleted.keys), list(deleted.files))
+        return deleted
+
+    def delete_host(self, proto: str, hostport: str) -> Deleted:
+        """Remove every page of one host, and its folder."""
+        deleted = self.delete_files(list(self.list_host(proto, hostport)))
+        self._remove_host_dir(proto, hostport)
+        return deleted
+
+    def purge(
+        self, days: float | None, host: URL | None = None, *, now: float | None = None
+    ) -> Deleted:
+        """Remove the pages (cache files) of ``host`` (or of every host) last fetched more
+        than ``days`` days ago (any time, if ``days`` is None), and the host folders that
+        leaves empty.  The age is the cache file's modification time: the time of its newest
+        capture."""
+        if host is not None:
+            paths = list(self.list_host(host.proto, host.hostport))
+        else:
+            paths = list(self.warc_files())
+        if days is not None:
+            cutoff = (time.time() if now is None else now) - days * 86400
+            old = []
+            for path in paths:
+                try:
+                    if path.stat().st_mtime < cutoff:
+                        old.append(path)
+                except FileNotFoundError:
+                    continue
+            paths = old
+        deleted = self.delete_files(paths)
+        for folder in {path.parent for path in paths}:  # the hosts it emptied go too
+            self._remove_host_dir(folder.parent.name, folder.name)
+        return deleted
+
+    def _remove_host_dir(self, proto: str, hostport: str) -> None:
+        """Remove a host's folder if it is empty."""
+        if _SEGMENT.fullmatch(proto) and _SEGMENT.fullmatch(hostport):
+            with contextlib.suppress(OSError):  # not empty (a file being recorded), or gone
+                (self.root / proto / hostport).rmdir()
+
+    def _deleted(self, keys: list[str], files: list[str]) -> None:
+        for listener in self.listeners:
+            try:
+                listener.on_delete(keys, files)
+            except Exception:  # noqa: BLE001 (the files are gone whatever a listener does)
+                log.exception("store listener %r failed for a delete of %s", listener, files)
 
     # --- the whole cache ---------------------------------------------------------------------
 

@@ -10,6 +10,10 @@ Pages (one module per family): ``/`` (:mod:`.welcome`), ``/index/`` (:mod:`.inde
 ``/outgoing/`` (:mod:`.outgoing`), ``/refresh/`` (:mod:`.refresh`), ``/monitor/``
 (:mod:`.monitor`), ``/delete/`` (:mod:`.delete`), ``/search/`` (:mod:`.search`), ``/config/``
 (:mod:`.config`).
+
+A page reaches the proxy only through its :class:`~.context.Context`'s ``services``
+(:class:`~wwwproxy.recording.services.Services`: store, queue, search index, engine, mode,
+config), never through the server.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from . import (
 from .context import API_HEADER, Context, PageError
 
 if TYPE_CHECKING:
-    from ..proxy.server import ProxyServer
+    from ..recording.services import Services
 
 __all__ = ["API_HEADER", "ROUTES", "handle_command"]
 
@@ -88,7 +92,7 @@ async def _read_form(request: web.Request) -> bytes:
 
 
 async def handle_command(
-    request: web.Request, server: ProxyServer, url: URL | None
+    request: web.Request, services: Services, url: URL | None
 ) -> web.StreamResponse:
     """Answer a request addressed to the proxy itself.  ``url`` is the canonical URL when the
     request came in absolute form through the proxy, else None (origin form: use the request)."""
@@ -98,7 +102,7 @@ async def handle_command(
         raw_path, _, query = request.raw_path.partition("?")
     path = unquote(raw_path, errors="replace") or "/"
     args = FormArgs.parse(query)
-    ctx = Context.make(request, server, path, args)
+    ctx = Context.make(request, services, path, args)
     try:
         if request.method not in ("GET", "HEAD", "POST"):
             response = ctx.error_response(

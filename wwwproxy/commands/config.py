@@ -3,8 +3,10 @@
 An edit loads the YAML file with ruamel.yaml's round-trip loader, replaces one top-level value
 (comments, order and indentation are kept: a comment that followed the old value follows the new
 one), validates the whole result with :func:`wwwproxy.config.parse_config`, and only then writes
-the file (atomically) and reloads it, as SIGHUP does.  ``listen`` and ``cache`` are saved but
-take effect at the next start; the running mode changes only when ``mode`` itself is edited.
+the file (atomically) and reloads it, as SIGHUP does.  ``listen``, ``cache`` and
+``upstream_ca`` are saved but take effect at the next start.  The running mode is state, not
+configuration: an edit (even of ``mode``, the mode to start in) never changes it;
+``/control/`` does.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from ruamel.yaml.util import load_yaml_guess_indent
 
 from ..config import Config, ConfigError, parse_config
 from ..fsutil import atomic_write
-from ..http.policy import Mode
 from .context import Context, PageError
 from .template import esc, hidden
 
@@ -34,7 +35,7 @@ __all__ = ["KEYS", "edit_config_text", "effective", "page"]
 KEYS: dict[str, str] = {
     "listen": "the proxy's address, HOST:PORT (takes effect at the next start)",
     "cache": "the cache directory (takes effect at the next start)",
-    "mode": "online, offline or autodial at start (and now, when edited here)",
+    "mode": "online, offline or autodial at start (switch the running mode on /control/)",
     "names": "other host names of this proxy (a list)",
     "allowed_clients": "client networks served (a list of networks)",
     "connect_ports": "ports CONNECT tunnels may go to (a list)",
@@ -42,10 +43,22 @@ KEYS: dict[str, str] = {
     "connect_timeout": "seconds to wait for a server's connection",
     "read_timeout": "seconds to wait for a server's data",
     "finish_on_disconnect": "finish a download when the browser goes away (true/false)",
+    "request_changed": "online, serve a cached copy without asking for at least this many "
+    "seconds unless the server said no-cache (0: always ask)",
+    "keep_good_copy": "a 4xx/5xx answer is recorded but the good cached copy stays the one "
+    "served (true/false)",
+    "fetch_on_online": "switching online fetches the queued requests at once (true/false)",
     "freshness": "serve a cached copy without asking while it is younger than max_age seconds "
     "(a list of {pattern, max_age})",
     "urldb": "the URL database directory",
+    "https_intercept": "hosts whose HTTPS is decrypted, recorded and served offline (a list of "
+    "patterns: *, example.com, *.example.com)",
+    "https_bypass": "hosts never decrypted, even when https_intercept matches (a list)",
+    "upstream_ca": "a PEM file of extra certificate authorities trusted for upstream TLS "
+    "(takes effect at the next start)",
 }
+#: Keys saved now that take effect only when the proxy is restarted.
+RESTART_KEYS = ("listen", "cache", "upstream_ca")
 
 
 def effective(config: Config) -> dict[str, Any]:
@@ -61,8 +74,14 @@ def effective(config: Config) -> dict[str, Any]:
         "connect_timeout": config.connect_timeout,
         "read_timeout": config.read_timeout,
         "finish_on_disconnect": config.finish_on_disconnect,
+        "request_changed": config.request_changed,
+        "keep_good_copy": config.keep_good_copy,
+        "fetch_on_online": config.fetch_on_online,
         "freshness": [{"pattern": r.pattern, "max_age": r.max_age} for r in config.freshness],
         "urldb": str(config.urldb),
+        "https_intercept": list(config.https_intercept),
+        "https_bypass": list(config.https_bypass),
+        "upstream_ca": str(config.upstream_ca) if config.upstream_ca is not None else None,
     }
 
 
@@ -219,26 +238,30 @@ def _save(ctx: Context, path: Path, key: str, value: str) -> str:
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     new_text, config = edit_config_text(text, key, value, str(path))
     atomic_write(path, new_text)
-    server = ctx.server
-    current = server.config
-    mode = server.state.mode
-    server.reload(
+    services = ctx.services
+    current = services.config
+    # as SIGHUP does: what is set up at start stays until a restart, the mode is state
+    services.reload(
         dataclasses.replace(
             config,
             listen_host=current.listen_host,
             listen_port=current.listen_port,
             cache=current.cache,
+            upstream_ca=current.upstream_ca,
         )
     )
-    if key != "mode":
-        server.state.mode = mode
-    if key in ("listen", "cache"):
+    if key in RESTART_KEYS:
         return f"Saved {key} in {path}; it takes effect when the proxy is restarted."
+    if key == "mode":
+        return (
+            f"Saved mode in {path}: the mode the proxy starts in. It is "
+            f"{services.mode.value} now (switch it on the control page)."
+        )
     return f"Saved {key} in {path} and reloaded the configuration."
 
 
 async def page(ctx: Context) -> web.StreamResponse:
-    source = ctx.server.config.source
+    source = ctx.services.config.source
     path = Path(source) if source and not source.startswith("<") else None
     message = error = ""
     status = 200
@@ -263,12 +286,12 @@ async def page(ctx: Context) -> web.StreamResponse:
         except OSError as exc:
             error, status = f"{path}: cannot write: {exc.strerror or exc}", 500
     values, problem = await asyncio.to_thread(_file_values, path)
-    config = ctx.server.config
+    config = ctx.services.config
     data: dict[str, object] = {
         "source": source,
         "editable": path is not None,
         "effective": effective(config),
-        "running_mode": ctx.server.state.mode.value,
+        "running_mode": ctx.services.mode.value,
         "file": values,
     }
     if message:
@@ -296,7 +319,7 @@ async def page(ctx: Context) -> web.StreamResponse:
         for key, about in KEYS.items():
             shown = _in_force(eff[key])
             if key == "mode":
-                shown = f"{shown} (running: {Mode(ctx.server.state.mode).value})"
+                shown = f"{shown} (running: {ctx.services.mode.value})"
             current = values.get(key, "")
             if key == edited_key and error:
                 current = edited_value or ""

@@ -31,7 +31,7 @@ from ..url.form import FormArgs
 from .template import clean, esc, layout
 
 if TYPE_CHECKING:
-    from ..proxy.server import ProxyServer
+    from ..recording.services import Services
 
 __all__ = ["API_HEADER", "TOKEN_COOKIE", "Context", "PageError"]
 
@@ -67,7 +67,7 @@ class Context:
     """What a page needs to know about its request."""
 
     request: web.Request
-    server: ProxyServer
+    services: Services
     path: str
     args: FormArgs
     wants_json: bool
@@ -76,13 +76,13 @@ class Context:
     headers: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def make(cls, request: web.Request, server: ProxyServer, path: str, args: FormArgs) -> Context:
+    def make(cls, request: web.Request, services: Services, path: str, args: FormArgs) -> Context:
         accept = request.headers.get("Accept", "")
         wants_json = args.get("format") == "json" or "application/json" in accept
         cookie = request.cookies.get(TOKEN_COOKIE, "")
         if _TOKEN.fullmatch(cookie):
-            return cls(request, server, path, args, wants_json, cookie, False)
-        return cls(request, server, path, args, wants_json, secrets.token_urlsafe(32), True)
+            return cls(request, services, path, args, wants_json, cookie, False)
+        return cls(request, services, path, args, wants_json, secrets.token_urlsafe(32), True)
 
     # --- arguments -------------------------------------------------------------------------
 
@@ -103,7 +103,7 @@ class Context:
                 raise PageError(400, f"The {key!r} argument (a URL) is missing.")
             return None
         try:
-            return self.args.url(key, local_host=self.server.local_host)
+            return self.args.url(key, local_host=self.services.local_host)
         except InvalidURL as exc:
             raise PageError(
                 400, f"The URL {clean(exc.url)!r} is not valid: {clean(exc.reason)}."
@@ -133,7 +133,7 @@ class Context:
     # --- security --------------------------------------------------------------------------
 
     def password_ok(self) -> bool:
-        password = self.server.config.password
+        password = self.services.config.password
         if not password:
             return True
         auth = self.request.headers.get("Authorization", "")
@@ -201,7 +201,7 @@ class Context:
         headers: dict[str, str] | None = None,
     ) -> web.Response:
         text = layout(
-            title, body, mode=self.server.state.mode.value, active=active or self.path, query=query
+            title, body, mode=self.services.mode.value, active=active or self.path, query=query
         )
         response = web.Response(
             status=status, text=text, content_type="text/html", charset="utf-8", headers=headers

@@ -4,6 +4,11 @@ GET (``?format=json`` for programs such as ``wwwproxy status``) shows the state;
 ``mode=online|offline|autodial`` switches, ``action=fetch`` fetches the outgoing queue now, and
 ``action=purge`` with ``days=N`` and/or ``host=URL`` removes the pages (cache files) not
 fetched in the last N days, of one host or of all.
+
+The mode is state (:class:`~wwwproxy.recording.services.Services`), not configuration.
+Offline, nothing is fetched: "fetch the queue" answers that the queue waits for the next time
+online.  Switching online with ``fetch_on_online`` set starts fetching the queue in the
+background (the JSON says ``"fetching": true``).
 """
 
 from __future__ import annotations
@@ -12,24 +17,77 @@ import asyncio
 
 from aiohttp import web
 
+from ..fetch.prefetch import fetch_queue
 from ..http.policy import Mode
 from .context import Context, PageError
-from .delete import purge
 from .template import button_form, esc, hidden
 
 __all__ = ["page", "status"]
 
 
 def status(ctx: Context) -> dict[str, object]:
-    server = ctx.server
+    services = ctx.services
     return {
-        "mode": server.state.mode.value,
-        "queued": len(server.queue),
-        "cache": str(server.store.root),
-        "listen": server.config.listen,
-        "started": server.state.started.isoformat(),
-        "password": bool(server.config.password),
+        "mode": services.mode.value,
+        "queued": len(services.queue),
+        "cache": str(services.store.root),
+        "listen": services.config.listen,
+        "started": services.state.started.isoformat(),
+        "password": bool(services.config.password),
     }
+
+
+def _switch(ctx: Context, value: str, result: dict[str, object], *, background: bool) -> str:
+    """Set the mode; switching online with ``fetch_on_online`` starts fetching the queue
+    (with ``background``: not when the same request fetches it at once)."""
+    services = ctx.services
+    try:
+        mode = Mode(value)
+    except ValueError:
+        modes = ", ".join(m.value for m in Mode)
+        raise PageError(400, f"Unknown mode {value!r} (one of {modes}).") from None
+    before, services.state.mode = services.mode, mode
+    message = f"Mode is now {mode.value}."
+    if (
+        background
+        and mode is Mode.ONLINE
+        and before is not Mode.ONLINE
+        and services.config.fetch_on_online
+    ):
+        queued = len(services.queue)
+        result["fetching"] = queued > 0
+        if queued:
+            services.spawn(fetch_queue(services))
+            message += f" Fetching the {queued} queued request(s) in the background."
+    return message
+
+
+async def _fetch(ctx: Context, result: dict[str, object]) -> str:
+    services = ctx.services
+    if services.mode is Mode.OFFLINE:
+        result["fetching"] = False
+        return (
+            f"The proxy is offline: nothing is fetched. The queue ({len(services.queue)} "
+            "request(s)) will be fetched when next online."
+        )
+    summary = await fetch_queue(services)
+    counts = summary.counts()
+    failed = len(summary.failed)
+    result.update(fetched=counts.get("fetched", 0), failed=failed, counts=counts)
+    return f"Fetched {counts.get('fetched', 0)} queued request(s), {failed} failed."
+
+
+async def _purge(ctx: Context, result: dict[str, object]) -> str:
+    days = ctx.integer("days", -1, 0, 100000)
+    host = ctx.url("host", required=False)
+    if days < 0 and host is None:
+        raise PageError(400, "Purge needs days=N (pages older than N days), host=URL, or both.")
+    store = ctx.services.store
+    deleted = await asyncio.to_thread(store.purge, None if days < 0 else days, host)
+    result["purged"] = deleted.pages
+    scope = f"of {host.proto}://{host.hostport}/" if host else "of all hosts"
+    age = f" not fetched in the last {days} day(s)" if days >= 0 else ""
+    return f"Purged {deleted.pages} page(s) {scope}{age}."
 
 
 async def page(ctx: Context) -> web.StreamResponse:
@@ -40,39 +98,20 @@ async def page(ctx: Context) -> web.StreamResponse:
         action = ctx.text("action")
         if mode is None and action is None:
             raise PageError(400, "Nothing to do: give mode=online|offline|autodial or action=.")
-        if mode is not None:
-            try:
-                ctx.server.state.mode = Mode(mode)
-            except ValueError:
-                modes = ", ".join(m.value for m in Mode)
-                raise PageError(400, f"Unknown mode {mode!r} (one of {modes}).") from None
-            messages.append(f"Mode is now {ctx.server.state.mode.value}.")
-        if action == "fetch":
-            fetched, failed = await ctx.server.fetch_queue()
-            result.update(fetched=fetched, failed=failed)
-            messages.append(f"Fetched {fetched} queued request(s), {failed} failed.")
-        elif action == "purge":
-            days = ctx.integer("days", -1, 0, 100000)
-            host = ctx.url("host", required=False)
-            if days < 0 and host is None:
-                raise PageError(
-                    400, "Purge needs days=N (pages older than N days), host=URL, or both."
-                )
-            removed = await asyncio.to_thread(
-                purge, ctx.server.store, None if days < 0 else days, host
-            )
-            result["purged"] = removed
-            scope = f"of {host.proto}://{host.hostport}/" if host else "of all hosts"
-            age = f" not fetched in the last {days} day(s)" if days >= 0 else ""
-            messages.append(f"Purged {removed} page(s) {scope}{age}.")
-        elif action is not None:
+        if action not in (None, "fetch", "purge"):
             raise PageError(400, f"Unknown action {action!r} (fetch or purge).")
+        if mode is not None:
+            messages.append(_switch(ctx, mode, result, background=action != "fetch"))
+        if action == "fetch":
+            messages.append(await _fetch(ctx, result))
+        elif action == "purge":
+            messages.append(await _purge(ctx, result))
     data = {**status(ctx), **result}
     if messages:
         data["message"] = " ".join(messages)
 
     def render() -> str:
-        mode_now = ctx.server.state.mode.value
+        mode_now = ctx.services.mode.value
         buttons = " ".join(
             button_form(
                 "/control/",
@@ -90,6 +129,12 @@ async def page(ctx: Context) -> web.StreamResponse:
             f"Fetch the queue now ({data['queued']} requests)",
             {"action": "fetch"},
         )
+        later = (
+            " Offline, the queue waits: it is fetched when the proxy is next online"
+            + (" (at once when switched online)." if ctx.services.config.fetch_on_online else ".")
+            if mode_now == Mode.OFFLINE.value
+            else ""
+        )
         purge_form = (
             '<form method="post" action="/control/" class="row">'
             + hidden("token", ctx.token)
@@ -105,10 +150,10 @@ async def page(ctx: Context) -> web.StreamResponse:
             "queues the rest, autodial serves the cache and fetches what is missing.</p>"
             f'<div class="row">{buttons}</div></div>'
             f'<div class="card"><h2>Outgoing queue</h2><p>{esc(data["queued"])} request(s) '
-            f'waiting (<a href="/outgoing/">see them</a>).</p>{fetch}</div>'
+            f'waiting (<a href="/outgoing/">see them</a>).{esc(later)}</p>{fetch}</div>'
             '<div class="card"><h2>Purge</h2><p>Remove the pages not fetched for a number of '
-            "days, of one host or of the whole cache (their WARC files and index lines).</p>"
-            f"{purge_form}</div>"
+            "days, of one host or of the whole cache (their WARC files, index lines and search "
+            f"entries).</p>{purge_form}</div>"
         )
 
     return ctx.respond(data, "Control", render, active="/control/")

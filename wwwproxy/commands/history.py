@@ -104,7 +104,7 @@ async def page(ctx: Context) -> web.StreamResponse:
             raise PageError(400, "The 'url' argument (a URL) is missing.")
         return ctx.html_response("History of a URL", ask(), active="/history/")
     key = url.file
-    store = ctx.server.store
+    store = ctx.services.store
     captures = await asyncio.to_thread(store.captures, key)
     data = {"url": key, "captures": [_capture_json(c) for c in captures]}
 
@@ -153,7 +153,7 @@ async def page(ctx: Context) -> web.StreamResponse:
 
 
 def _capture_for(ctx: Context, url: URL, when: datetime | None) -> CachedEntry | None:
-    store = ctx.server.store
+    store = ctx.services.store
     key = url.file
     if when is None:
         return store.get(url, key)
@@ -225,7 +225,7 @@ def _own_origin(ctx: Context) -> str:
     except ValueError:
         origin = None
     if origin is None or not origin.host:
-        return f"http://{ctx.server.local_host}"
+        return f"http://{ctx.services.local_host}"
     return str(origin)
 
 

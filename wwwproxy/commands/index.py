@@ -198,7 +198,7 @@ async def page(ctx: Context) -> web.StreamResponse:
 
 
 async def hosts_page(ctx: Context) -> web.StreamResponse:
-    hosts = await asyncio.to_thread(list_hosts, ctx.server.store.root)
+    hosts = await asyncio.to_thread(list_hosts, ctx.services.store.root)
     data = {
         "hosts": [h.as_json() for h in hosts],
         "total_pages": sum(h.pages for h in hosts),
@@ -246,7 +246,7 @@ async def host_page(ctx: Context, proto: str, hostport: str) -> web.StreamRespon
         raise PageError(400, "The 'order' argument must be asc or desc.")
     per = ctx.integer("per", PER_PAGE, 1, MAX_PER_PAGE)
     number = ctx.integer("page", 1, 1, 10**9)
-    store = ctx.server.store
+    store = ctx.services.store
     pages = await asyncio.to_thread(host_pages, store, proto, hostport)
     files = sum(1 for _ in store.list_host(proto, hostport))
     if not pages and not files:

@@ -25,7 +25,7 @@ __all__ = ["page"]
 
 
 def _path(ctx: Context) -> Path:
-    return monitor.monitor_path(ctx.server.store.root)
+    return monitor.monitor_path(ctx.services.store.root)
 
 
 def _when(text: str | None) -> str:
@@ -54,17 +54,17 @@ async def _post(ctx: Context, path: Path) -> str:
         entries = await asyncio.to_thread(monitor.load, path)
         if url.file not in {e.url for e in entries}:
             raise PageError(404, f"{url.file} is not monitored.")
-        if ctx.server.state.mode is Mode.OFFLINE:
+        if ctx.services.mode is Mode.OFFLINE:
             raise PageError(
                 409, "The proxy is offline: switch it online to fetch.", title="Offline"
             )
-        [(_, error)] = await monitor.fetch_now(ctx.server, path, [url.file])
+        [(_, error)] = await monitor.fetch_now(ctx.services, path, [url.file])
         return f"Could not fetch {url.file}: {error}" if error else f"Fetched {url.file}."
     url = ctx.url("url")
     assert url is not None
     if url.proto not in ("http", "https"):
         raise PageError(400, f"Only http and https URLs can be monitored, not {url.proto}.")
-    if ctx.server.is_own(url):
+    if ctx.services.is_own(url):
         raise PageError(400, "That is one of this proxy's own pages.")
     entry = await asyncio.to_thread(monitor.add, path, url.file, _schedule(ctx))
     return (
@@ -89,7 +89,7 @@ async def page(ctx: Context) -> web.StreamResponse:
         rows, problem = [], str(exc)
     data: dict[str, object] = {
         "file": str(path),
-        "mode": ctx.server.state.mode.value,
+        "mode": ctx.services.mode.value,
         "monitored": rows,
     }
     if message:
@@ -101,7 +101,7 @@ async def page(ctx: Context) -> web.StreamResponse:
         note = f'<div class="msg">{esc(message)}</div>' if message else ""
         if problem:
             note += f'<div class="msg error">{esc(problem)}</div>'
-        mode = ctx.server.state.mode
+        mode = ctx.services.mode
         if mode is Mode.OFFLINE and rows:
             note += (
                 '<div class="msg error">The proxy is offline: monitored URLs are fetched when '

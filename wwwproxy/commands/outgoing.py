@@ -44,7 +44,7 @@ def _cancel_all(queue: OutgoingQueue) -> int:
 
 
 async def page(ctx: Context) -> web.StreamResponse:
-    queue = ctx.server.queue
+    queue = ctx.services.queue
     message = ""
     result: dict[str, object] = {}
     if ctx.post:

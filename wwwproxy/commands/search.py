@@ -11,7 +11,7 @@ import asyncio
 
 from aiohttp import web
 
-from ..archive.search import SearchIndex
+from ..archive.search import SEARCH_DB
 from .context import Context, PageError
 from .template import button_form, esc, fmt_time, link
 
@@ -22,8 +22,16 @@ MAX_QUERY = 500
 
 
 async def page(ctx: Context) -> web.StreamResponse:
-    store = ctx.server.store
-    index = await asyncio.to_thread(SearchIndex.for_store, store)
+    store = ctx.services.store
+    index = ctx.services.search
+    if index is None:
+        raise PageError(
+            503,
+            f"The search index is unavailable: its database ({store.root / SEARCH_DB}) could "
+            "not be opened when the proxy started (the proxy's log says why). Pages are still "
+            "recorded; restart the proxy once the database can be used, then rebuild the index.",
+            title="Search unavailable",
+        )
     message = ""
     if ctx.post:
         if ctx.text("action") != "rebuild":

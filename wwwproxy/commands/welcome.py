@@ -6,7 +6,6 @@ import asyncio
 
 from aiohttp import web
 
-from ..archive.search import SearchIndex
 from .context import Context
 from .control import status
 from .index import list_hosts
@@ -28,10 +27,9 @@ _PAGES = (
 
 
 async def page(ctx: Context) -> web.StreamResponse:
-    store = ctx.server.store
-    hosts = await asyncio.to_thread(list_hosts, store.root)
-    index = await asyncio.to_thread(SearchIndex.for_store, store)
-    indexed, with_text = await asyncio.to_thread(index.count)
+    hosts = await asyncio.to_thread(list_hosts, ctx.services.store.root)
+    search = ctx.services.search
+    indexed, with_text = await asyncio.to_thread(search.count) if search else (None, None)
     data = {
         **status(ctx),
         "hosts": len(hosts),
@@ -67,7 +65,9 @@ async def page(ctx: Context) -> web.StreamResponse:
             f'<div class="cards">{stats}</div>'
             f"<table><tbody>{links}</tbody></table>"
             f'<p class="muted">Cache: <code>{esc(data["cache"])}</code> · listening on '
-            f"<code>{esc(data['listen'])}</code> · {indexed} URLs in the search index.</p>"
+            f"<code>{esc(data['listen'])}</code>"
+            + (f" · {indexed} URLs in the search index" if indexed is not None else "")
+            + ".</p>"
         )
 
     return ctx.respond(data, "wwwproxy", render, active="/")
