@@ -145,3 +145,22 @@ async def test_banner_links_back_to_this_proxy_with_its_port(client, three):
     _, text, _ = await client.get(f"/cache/?url={quote(three, safe='')}")
     want = f'href="http://127.0.0.1:{client.port}/history/?url=http%3A%2F%2Ftt.example%2Fpage"'
     assert want in text
+
+
+async def test_history_says_which_capture_is_served(client, proxy, visible):
+    from .test_index import served_statuses
+
+    served_statuses(proxy.services.store)
+    status, data = await client.get_json("/history/?url=http%3A%2F%2Fst.example%2Fok")
+    assert status == 200 and [c["status"] for c in data["captures"]] == [200, 304]
+    assert data["served"]["status"] == 200
+    assert [c["served"] for c in data["captures"]] == [True, False]
+    _, data = await client.get_json("/history/?url=http%3A%2F%2Fst.example%2Fpart")
+    assert [c["status"] for c in data["captures"]] == [206, 404]
+    assert data["served"]["status"] == 404
+    _, data = await client.get_json("/history/?url=http%3A%2F%2Fst.example%2Fwas")
+    assert data["served"]["status"] == 200 and data["served"]["time"].startswith("2024-03-01T00")
+    _, text, _ = await client.get("/history/?url=http%3A%2F%2Fst.example%2Fok")
+    shown = visible(text)
+    assert "Served from the cache: capture 1 of 2, status 200." in shown
+    assert "200 (served)" in shown and "304 (served)" not in shown

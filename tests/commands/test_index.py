@@ -10,12 +10,27 @@ from wwwproxy.commands.index import host_pages, list_hosts, split_hostport
 from wwwproxy.url import canonicalize
 
 
-def record(store, url: str, body: bytes, when: datetime, ctype: str = "text/html") -> None:
+def record(
+    store, url: str, body: bytes, when: datetime, ctype: str = "text/html", status: int = 200
+) -> None:
     """Put one capture straight into the store (no origin needed)."""
     u = canonicalize(url)
     rec = store.recorder(u, u.file, method="GET", request_headers=[], request_body=b"", date=when)
     rec.write(body)
-    rec.finish(200, "OK", [("Content-Type", ctype), ("Content-Length", str(len(body)))])
+    rec.finish(status, "OK", [("Content-Type", ctype), ("Content-Length", str(len(body)))])
+
+
+def served_statuses(store) -> None:
+    """Two pages whose newest capture is not the one served: a 200 then a 304 (the answer to a
+    browser's own conditional request), and a 206 (a browser's range request) then a 404;
+    and a 200 then a 404 (keep-the-good-copy)."""
+    t = datetime(2024, 3, 1, tzinfo=UTC)
+    record(store, "http://st.example/ok", b"page", t)
+    record(store, "http://st.example/ok", b"", t + timedelta(hours=1), status=304)
+    record(store, "http://st.example/part", b"pa", t, ctype="image/png", status=206)
+    record(store, "http://st.example/part", b"gone", t + timedelta(hours=1), "text/plain", 404)
+    record(store, "http://st.example/was", b"good", t)
+    record(store, "http://st.example/was", b"gone", t + timedelta(hours=1), "text/plain", 404)
 
 
 async def test_hosts_with_page_counts_and_last_fetch(client, proxy, origin, fetch):
@@ -141,3 +156,34 @@ def test_split_hostport():
     assert split_hostport("example.com:8080") == ("example.com", "8080")
     assert split_hostport("[::1]:8080") == ("[::1]", "8080")
     assert split_hostport("[::1]") == ("[::1]", None)
+
+
+async def test_a_pages_status_is_that_of_the_capture_served(client, proxy):
+    served_statuses(proxy.services.store)
+    status, data = await client.get_json("/index/http/st.example/")
+    assert status == 200
+    pages = {p["url"].rsplit("/", 1)[1]: p for p in data["pages"]}
+    assert pages["ok"]["status"] == 200 and pages["ok"]["mime"] == "text/html"
+    assert pages["ok"]["captures"] == 2
+    assert pages["part"]["status"] == 404 and pages["part"]["mime"] == "text/plain"
+    assert pages["was"]["status"] == 200  # the good copy is kept and served
+    # the time is still that of the newest capture (when it was last fetched)
+    assert pages["ok"]["time"].startswith("2024-03-01T01:00")
+    _, text, _ = await client.get("/index/http/st.example/")
+    assert "<td>304</td>" not in text and "<td>206</td>" not in text
+    assert text.count("<td>200</td>") == 2 and text.count("<td>404</td>") == 1
+
+
+def test_without_keep_good_copy_the_newest_servable_capture_counts(tmp_path):
+    from wwwproxy.archive.store import Store
+
+    store = Store(tmp_path / "cache")
+    served_statuses(store)
+    record(store, "http://st.example/only304", b"", datetime(2024, 1, 1, tzinfo=UTC), status=304)
+    keep = {p.key.rsplit("/", 1)[1]: p.status for p in host_pages(store, "http", "st.example")}
+    assert keep == {"ok": 200, "part": 404, "was": 200, "only304": None}
+    newest = {
+        p.key.rsplit("/", 1)[1]: p.status
+        for p in host_pages(store, "http", "st.example", keep_good=False)
+    }
+    assert newest == {"ok": 200, "part": 404, "was": 404, "only304": None}

@@ -55,6 +55,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreListener",
+    "served_record",
 ]
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,26 @@ def _servable(record: StoredRecord) -> bool:
 def _good(record: StoredRecord) -> bool:
     """A 2xx/3xx capture: what stands for the resource while one exists."""
     return is_good(record.status or 200)
+
+
+def _line_status(record: CDXJRecord) -> int:
+    status = record.fields.get("hsc")
+    return status if isinstance(status, int) and not isinstance(status, bool) else 200
+
+
+def served_record(records: Iterable[CDXJRecord], *, prefer_good: bool = True) -> CDXJRecord | None:
+    """Of one key's index lines, the capture :meth:`Store.get` serves: the newest 2xx/3xx one
+    with ``prefer_good`` (keep-the-good-copy), else (or when there is none) the newest of any
+    status, never a 304 or 206 (recorded for a browser's own conditional or range request, not
+    the resource).  None when no capture can be served.  What the index and history pages show
+    as a page's status."""
+    lines = sorted(records, key=lambda r: r.timestamp)
+    tests = (is_good, is_servable) if prefer_good else (is_servable,)
+    for test in tests:
+        for record in reversed(lines):
+            if test(_line_status(record)):
+                return record
+    return None
 
 
 @dataclass(frozen=True)

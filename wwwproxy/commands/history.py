@@ -23,7 +23,7 @@ import aiohttp
 from aiohttp import web
 
 from ..archive.cdxj import CDXJError, CDXJRecord, normalize_timestamp
-from ..archive.store import CachedEntry
+from ..archive.store import CachedEntry, served_record
 from ..http.content import decode_content
 from ..url import URL, surt
 from .context import Context, PageError
@@ -106,7 +106,13 @@ async def page(ctx: Context) -> web.StreamResponse:
     key = url.file
     store = ctx.services.store
     captures = await asyncio.to_thread(store.captures, key)
-    data = {"url": key, "captures": [_capture_json(c) for c in captures]}
+    served = served_record(captures, prefer_good=ctx.services.config.keep_good_copy)
+    data = {
+        "url": key,
+        "captures": [{**_capture_json(c), "served": c is served} for c in captures],
+        # the capture the proxy serves (offline, or while fresh): the page's status
+        "served": _capture_json(served) if served is not None else None,
+    }
 
     def render() -> str:
         actions = " · ".join(
@@ -136,7 +142,7 @@ async def page(ctx: Context) -> web.StreamResponse:
                 (
                     esc(n + 1),
                     link("/cache/", fmt_time(c.as_datetime()), {"url": key, "t": c.timestamp}),
-                    esc(c.fields.get("hsc", "")),
+                    esc(f"{c.fields.get('hsc', '')}{' (served)' if c is served else ''}"),
                     esc(c.fields.get("mct") or ""),
                     esc(kinds[n]),
                     link(
@@ -144,7 +150,18 @@ async def page(ctx: Context) -> web.StreamResponse:
                     ),
                 )
             )
-        return f"<p>{actions}</p>" + table(
+        if served is not None:
+            number = captures.index(served) + 1
+            now = (
+                f"Served from the cache: capture {number} of {len(captures)}, status "
+                f"{served.fields.get('hsc', 200)}."
+            )
+        else:
+            now = (
+                "No capture can be served: only answers to a browser's own conditional or "
+                "range requests (304, 206) are recorded."
+            )
+        return f"<p>{actions}</p><p>{esc(now)}</p>" + table(
             ["#", "Captured (view it as it was)", "Status", "Type", "Content", ""], rows
         )
 

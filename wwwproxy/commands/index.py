@@ -18,7 +18,7 @@ from pathlib import Path
 from aiohttp import web
 
 from ..archive.cdxj import CDXJRecord
-from ..archive.store import WARC_SUFFIX, Store
+from ..archive.store import WARC_SUFFIX, Store, StoreError, served_record
 from ..url.surt import host_surt
 from .context import Context, PageError
 from .template import esc, fmt_size, fmt_time, link, table
@@ -106,15 +106,15 @@ def split_hostport(hostport: str) -> tuple[str, str | None]:
 
 @dataclass(frozen=True)
 class PageInfo:
-    """One archive key of a host: its newest capture and how many there are."""
+    """One archive key of a host: when it was last fetched, the capture that would be served
+    (its status and type), and how many captures there are."""
 
     key: str
-    time: datetime
-    status: int | None
+    time: datetime  # the newest capture's
+    status: int | None  # the served capture's (None: none can be served)
     mime: str | None
     captures: int
     size: int | None  # bytes on disk of its cache file (all captures)
-    record_type: str
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -127,43 +127,41 @@ class PageInfo:
         }
 
 
-def host_pages(store: Store, proto: str, hostport: str) -> list[PageInfo]:
-    """The pages of one host from the index: newest capture of each key, sorted by URL."""
+def host_pages(
+    store: Store, proto: str, hostport: str, *, keep_good: bool = True
+) -> list[PageInfo]:
+    """The pages of one host from the index, sorted by URL: for each key, the time of its
+    newest capture and the status and type of the capture the proxy would serve (with
+    ``keep_good``, the newest 2xx/3xx one; never a 304 or 206 recorded for a browser's own
+    conditional or range request)."""
     host, port = split_hostport(hostport)
     prefix = host_surt(host, port) + "/"
     scheme = f"{proto}://"
-    newest: dict[str, CDXJRecord] = {}
-    counts: dict[str, int] = {}
-    files: dict[str, str] = {}
+    lines: dict[str, list[CDXJRecord]] = {}
     for record in store.list_prefix(prefix):
-        ref = record.warcfile
-        if ref is None or not record.uri.startswith(scheme):
+        if record.warcfile is None or not record.uri.startswith(scheme):
             continue  # the same host under another protocol shares the SURT key
-        uri = record.uri
-        counts[uri] = counts.get(uri, 0) + 1
-        old = newest.get(uri)
-        if old is None or record.timestamp >= old.timestamp:
-            newest[uri] = record
-            files[uri] = ref[0]
+        lines.setdefault(record.uri, []).append(record)
     sizes: dict[str, int | None] = {}
     out = []
-    for uri, record in newest.items():
-        name = files[uri]
+    for uri, records in lines.items():
+        newest = max(records, key=lambda r: r.timestamp)
+        served = served_record(records, prefer_good=keep_good)
+        name = newest.warcfile[0] if newest.warcfile else uri
         if name not in sizes:
             try:
-                sizes[name] = store.path_of(record).stat().st_size
-            except (OSError, ValueError):
+                sizes[name] = store.path_of(newest).stat().st_size
+            except (OSError, ValueError, StoreError):
                 sizes[name] = None
-        status = record.fields.get("hsc")
+        status = served.fields.get("hsc", 200) if served is not None else None
         out.append(
             PageInfo(
                 key=uri,
-                time=record.as_datetime(),
+                time=newest.as_datetime(),
                 status=status if isinstance(status, int) else None,
-                mime=record.fields.get("mct"),
-                captures=counts[uri],
+                mime=(served or newest).fields.get("mct"),
+                captures=len(records),
                 size=sizes[name],
-                record_type=record.record_type,
             )
         )
     out.sort(key=lambda p: p.key)
@@ -247,7 +245,8 @@ async def host_page(ctx: Context, proto: str, hostport: str) -> web.StreamRespon
     per = ctx.integer("per", PER_PAGE, 1, MAX_PER_PAGE)
     number = ctx.integer("page", 1, 1, 10**9)
     store = ctx.services.store
-    pages = await asyncio.to_thread(host_pages, store, proto, hostport)
+    keep_good = ctx.services.config.keep_good_copy
+    pages = await asyncio.to_thread(host_pages, store, proto, hostport, keep_good=keep_good)
     files = sum(1 for _ in store.list_host(proto, hostport))
     if not pages and not files:
         raise PageError(404, f"Nothing from {proto}://{hostport}/ is in the cache.")
