@@ -83,7 +83,8 @@ def build_services(
 
 
 async def close_services(services: Services) -> None:
-    """Cancel background work, close the upstream session, let the search index catch up."""
+    """Cancel background work, close the upstream session, let the search index catch up and
+    close it (no -wal file left)."""
     await services.close()
     if services.search is not None:
         if not await asyncio.to_thread(services.search.flush, SEARCH_FLUSH):
@@ -112,8 +113,14 @@ class Running:
         return self.server.services
 
     async def stop(self) -> None:
-        """Stop listening, let in-flight requests finish (bounded), close the archive."""
-        await self.runner.cleanup()
+        """Stop listening, let in-flight requests finish (bounded), close the upstream
+        session, and let the search index catch up and close."""
+        await self.runner.cleanup()  # closes the services (ProxyServer's on_cleanup)
+        search = self.services.search
+        if search is not None:
+            if not await asyncio.to_thread(search.flush, SEARCH_FLUSH):
+                log.warning("the search index was not brought up to date: rebuild on /search/")
+            await asyncio.to_thread(search.close)
 
 
 async def start(config: Config, *, mode: Mode | None = None) -> Running:
@@ -201,6 +208,7 @@ async def serve(
                 listen_host=config.listen_host,
                 listen_port=running.port,
                 cache=config.cache,
+                upstream_ca=config.upstream_ca,  # the upstream TLS context is made at start
             )
         )
         log.info("configuration reloaded from %s (mode stays %s)", new.source, services.mode)
@@ -230,8 +238,5 @@ async def serve(
             log.info("index compacted: %s records", count)
     except Exception:  # noqa: BLE001 (the journal is still valid; the next start merges it)
         log.exception("index compaction at exit failed")
-    # index what is still queued for search and close the database cleanly (no -wal left)
-    if services.search is not None:
-        await asyncio.to_thread(services.search.close)
     log.info("stopped")
     return 0

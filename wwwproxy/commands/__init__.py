@@ -9,7 +9,7 @@ Pages (one module per family): ``/`` (:mod:`.welcome`), ``/index/`` (:mod:`.inde
 ``/history/`` and ``/cache/`` (:mod:`.history`), ``/control/`` (:mod:`.control`),
 ``/outgoing/`` (:mod:`.outgoing`), ``/refresh/`` (:mod:`.refresh`), ``/monitor/``
 (:mod:`.monitor`), ``/delete/`` (:mod:`.delete`), ``/search/`` (:mod:`.search`), ``/config/``
-(:mod:`.config`).
+(:mod:`.config`), ``/certificates/`` (:mod:`.certificates`).
 
 A page reaches the proxy only through its :class:`~.context.Context`'s ``services``
 (:class:`~wwwproxy.recording.services.Services`: store, queue, search index, engine, mode,
@@ -27,6 +27,7 @@ from aiohttp import web
 from ..url import URL
 from ..url.form import FormArgs
 from . import (
+    certificates,
     config,
     control,
     delete,
@@ -63,6 +64,7 @@ ROUTES: dict[str, Page] = {
     "/delete/": delete.page,
     "/search/": search.page,
     "/config/": config.page,
+    "/certificates/": certificates.page,
 }
 
 

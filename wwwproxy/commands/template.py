@@ -37,6 +37,7 @@ NAV = (
     ("/monitor/", "Monitor"),
     ("/control/", "Control"),
     ("/config/", "Config"),
+    ("/certificates/", "HTTPS"),
 )
 
 _STYLE = """

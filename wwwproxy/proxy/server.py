@@ -128,6 +128,9 @@ class ProxyServer:
                 return page_response(405, "Not allowed", "CONNECT inside a CONNECT tunnel.")
             return await tunnel(request, self)
         target = request.raw_path
+        if is_websocket(request) and target.startswith(("ws://", "wss://")):
+            # some clients (aiohttp, websocket libraries) send a ws:// URL in absolute form
+            target = "http" + target[2:]
         if inside is not None and target.startswith("/"):
             # inside an intercepted tunnel: origin-form, for the host of the CONNECT
             target = inside.origin() + target
