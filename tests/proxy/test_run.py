@@ -217,8 +217,8 @@ async def test_sigterm_merges_the_index_journal(proxy, origin) -> None:
 
 
 async def test_compact_loop_merges_a_large_journal(tmp_path: Path) -> None:
-    from wwwproxy.archive.store import Store
     from wwwproxy import app as run
+    from wwwproxy.archive.store import Store
     from wwwproxy.url import canonicalize
 
     store = Store(tmp_path)

@@ -32,9 +32,7 @@ def is_websocket(request: web.BaseRequest) -> bool:
     )
 
 
-async def relay_websocket(
-    request: web.Request, url: URL, services: Services
-) -> web.StreamResponse:
+async def relay_websocket(request: web.Request, url: URL, services: Services) -> web.StreamResponse:
     """Open the same WebSocket upstream, then accept the browser's and relay until either
     side closes."""
     scheme = "wss" if url.proto == "https" else "ws"
