@@ -69,7 +69,10 @@ async def origin():
 def proxy(tmp_path: Path):
     port = free_port()
     conf = tmp_path / "wwwproxy.yaml"
-    conf.write_text(f"# test config\nlisten: 127.0.0.1:{port}\ncache: {tmp_path / 'cache'}\n")
+    conf.write_text(
+        f"# test config\nlisten: 127.0.0.1:{port}\ncache: {tmp_path / 'cache'}\n"
+        "request_changed: 0\n"  # every repeat asks the origin, unless a rule says otherwise
+    )
     log = open(tmp_path / "proxy.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen([*WWWPROXY, "serve", "-c", str(conf)], stdout=log, stderr=log)
     try:
@@ -142,6 +145,24 @@ async def test_sighup_reloads_config(proxy, origin) -> None:
     assert proc.poll() is None
     status, headers, _ = await get(port, f"http://127.0.0.1:{oport}/fresh")
     assert status == 200 and headers["X-Cache"] == "HIT"
+
+
+async def test_sighup_keeps_the_mode(proxy, origin) -> None:
+    """The mode is the running proxy's state: ``systemctl reload`` must not put an offline
+    proxy back online (the config says ``mode: online``)."""
+    port, proc, conf, log = proxy
+    oport, hits = origin
+    conf.write_text(conf.read_text() + "mode: online\n")
+    assert cli("offline", "--proxy", f"127.0.0.1:{port}").returncode == 0
+    proc.send_signal(signal.SIGHUP)
+    for _ in range(50):
+        if "configuration reloaded" in log.read_text():
+            break
+        await asyncio.sleep(0.1)
+    assert "configuration reloaded" in log.read_text()
+    assert "mode: offline" in cli("status", "--proxy", f"127.0.0.1:{port}").stdout
+    status, _, _ = await get(port, f"http://127.0.0.1:{oport}/never")
+    assert status == 503 and hits == []  # still offline: queued, not fetched
 
 
 async def test_sigterm_finishes_requests_in_flight(proxy, origin) -> None:
