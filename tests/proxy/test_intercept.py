@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import ssl
+import subprocess
+import sys
 from pathlib import Path
 
 import aiohttp
@@ -54,6 +56,13 @@ async def test_https_page_recorded_online_and_served_offline(intercepting, tls_o
     with open(path, "rb") as f:
         uris = [r.rec_headers.get_header("WARC-Target-URI") for r in ArchiveIterator(f)]
     assert uris == [url, url]
+    checked = subprocess.run(
+        [sys.executable, "-m", "warcio.cli", "check", "-v", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 async def test_offline_miss_inside_the_tunnel_is_queued(intercepting, tls_origin):
