@@ -71,6 +71,8 @@ class Config:
     keep_good_copy: bool = True
     #: `wwwproxy online` (and the /control/ switch to online) fetches the queue at once
     fetch_on_online: bool = True
+    #: MiB of hot objects (bodies up to 1 MiB) answered from memory; 0 turns it off
+    memory_cache_mb: int = 64
     #: host patterns whose HTTPS is intercepted, recorded and served offline (``*`` = all,
     #: ``*.example.com``, ``example.com``); [] = HTTPS only tunnelled
     https_intercept: tuple[str, ...] = ()
@@ -151,6 +153,12 @@ def _as_seconds(value: Any) -> float:
 def _as_whole_seconds(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"expected a whole number of seconds >= 0, got {value!r}")
+    return value
+
+
+def _as_megabytes(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1 << 20:
+        raise ValueError(f"expected a whole number of MiB from 0 to 1048576, got {value!r}")
     return value
 
 
@@ -256,6 +264,7 @@ _KEYS: dict[str, Callable[[Any], Any]] = {
     "request_changed": _as_whole_seconds,
     "keep_good_copy": _as_bool,
     "fetch_on_online": _as_bool,
+    "memory_cache_mb": _as_megabytes,
     "freshness": lambda v: v,  # needs the source for per-item lines; handled below
     "https_intercept": _host_patterns,
     "https_bypass": _host_patterns,

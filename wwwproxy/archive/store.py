@@ -16,6 +16,8 @@ so a line can never point the store at a file that is not that key's.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import io
 import logging
 import os
 import re
@@ -30,6 +32,7 @@ from typing import BinaryIO, Protocol
 from ..http.policy import is_good, is_servable, vary_matches
 from ..url import URL, cache_name, surt, url_hash
 from .cdxj import CDXJError, CDXJRecord, Index, make_ref, parse_ref
+from .memory import MemoryCache, stamp
 from .warc import (
     COMPRESS_LEVEL,
     CachedResponse,
@@ -59,6 +62,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: what a non-GET archive key holds (pywb's method marker): those stay out of memory
+_NON_GET = "__wb_method="
 
 WARC_SUFFIX = ".warc.gz"
 _SPOOL_MEMORY = 1024 * 1024  # response bodies above this spool to a file in <root>/tmp
@@ -174,6 +180,8 @@ class CachedEntry:
     record_id: str
     request_method: str | None
     _cached: CachedResponse
+    #: the payload itself when the entry comes from (or goes into) the memory cache
+    body: bytes | None = None
 
     @property
     def has_validators(self) -> bool:
@@ -182,6 +190,8 @@ class CachedEntry:
 
     def open_body(self) -> BinaryIO:
         """The payload as stored (still Content-Encoded as the origin sent it)."""
+        if self.body is not None:
+            return io.BytesIO(self.body)
         return self._cached.open_body()
 
     @property
@@ -291,8 +301,11 @@ class Recorder:
 class Store:
     """The cache directory."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, memory_bytes: int = 0) -> None:
         self.root = Path(root)
+        #: the hot objects (``memory_cache_mb``): GET copies and their bodies, checked
+        #: against their file on every hit
+        self.memory = MemoryCache(memory_bytes)
         self.root.mkdir(parents=True, exist_ok=True)
         self.index = Index(self.root / "index")
         self.tmp_dir = self.root / "tmp"
@@ -426,8 +439,14 @@ class Store:
         capture wins over newer error answers (keep-the-good-copy); without, or when there is
         no good one, the newest servable capture of any status."""
         key = url.file if key is None else key
-        problems: list[WARCFormatError] = []
         path = self.path_for(url, key)
+        hot = at is None and self.memory.max_bytes > 0 and _NON_GET not in key
+        if hot:
+            entry = self.memory.get(key, prefer_good, path)
+            if entry is not None:
+                return entry
+            before = stamp(path)
+        problems: list[WARCFormatError] = []
         cached = None
         for accept in (_good, _servable) if prefer_good else (_servable,):
             cached = newest_response(
@@ -437,7 +456,29 @@ class Store:
                 break
         for problem in problems:
             log.warning("%s", problem)
-        return CachedEntry.from_cached(key, cached) if cached is not None else None
+        if cached is None:
+            return None
+        entry = CachedEntry.from_cached(key, cached)
+        if hot and before is not None and self.memory.keeps(entry.payload_length):
+            with entry.open_body() as stream:
+                entry = dataclasses.replace(entry, body=stream.read())
+            self.memory.put(key, prefer_good, entry, before)
+        return entry
+
+    def lookup_hot(
+        self,
+        url: URL,
+        key: str,
+        request_headers: Sequence[tuple[str, str]],
+        *,
+        prefer_good: bool = True,
+    ) -> CachedEntry | None:
+        """:meth:`lookup` of a GET from the memory cache alone (cheap enough for the event
+        loop: one ``stat``); None when it is not there, and the caller asks :meth:`lookup`."""
+        entry = self.memory.get(key, prefer_good, self.path_for(url, key))
+        if entry is None or not vary_matches(entry.headers, entry.request_headers, request_headers):
+            return None
+        return entry
 
     def lookup(
         self,

@@ -203,9 +203,14 @@ class ProxyServer:
         key = request_key(url.file, method, request.headers.get("Content-Type"), body)
         headers = list(request.headers.items())
         prefer_good = services.config.keep_good_copy
-        cached = await asyncio.to_thread(
-            services.store.lookup, url, key, method, body, headers, prefer_good=prefer_good
-        )
+        store = services.store
+        cached = None
+        if method == "GET":  # a hot copy is answered inline: no thread hop, no disk read
+            cached = store.lookup_hot(url, key, headers, prefer_good=prefer_good)
+        if cached is None:
+            cached = await asyncio.to_thread(
+                store.lookup, url, key, method, body, headers, prefer_good=prefer_good
+            )
         if cached is None and method == "HEAD" and mode is not Mode.ONLINE:
             # a HEAD can be answered from the GET capture's head (RFC 9111 §4) when we are
             # not going to ask the origin anyway; online, the HEAD is forwarded as such
@@ -359,8 +364,12 @@ class ProxyServer:
         except ConnectionError:
             return response  # the browser left while the copy was looked up
         if send_body:
-            # one thread hop opens the copy and reads its start: for most pages, all of it
-            stream, chunk = await asyncio.to_thread(_open_and_read, cached)
+            # from memory: all of it at once; from disk: one thread hop opens the copy and
+            # reads its start (for most pages, all of it)
+            if cached.body is not None:
+                stream, chunk = None, cached.body
+            else:
+                stream, chunk = await asyncio.to_thread(_open_and_read, cached)
             try:
                 while chunk:
                     await response.write(decoder.feed(chunk) if decoder else chunk)

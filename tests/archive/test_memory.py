@@ -1,0 +1,113 @@
+"""The hot-object memory cache: answers repeated GETs without reading the WARC file, and never
+serves what the archive would not (a new capture, a delete, another process's write)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from wwwproxy.archive.memory import MemoryCache
+from wwwproxy.archive.store import Store
+
+from .test_store import T0, put
+
+URL = "http://example.com/page"
+
+
+def hot_store(root: Path, mib: float = 1.0) -> Store:
+    return Store(root, memory_bytes=int(mib * 2**20))
+
+
+def test_a_repeated_get_comes_from_memory_with_the_same_bytes(tmp_path: Path) -> None:
+    store = hot_store(tmp_path)
+    url, key, _ = put(store, URL, b"<p>one</p>")
+    first = store.get(url, key)
+    assert first is not None and first.body == b"<p>one</p>"
+    assert store.memory.hits == 0 and len(store.memory) == 1
+    second = store.get(url, key)
+    assert second is first and store.memory.hits == 1
+    with second.open_body() as f:
+        assert f.read() == b"<p>one</p>"
+
+
+def test_a_new_capture_is_seen_at_once(tmp_path: Path) -> None:
+    store = hot_store(tmp_path)
+    url, key, _ = put(store, URL, b"old")
+    assert store.get(url, key).body == b"old"
+    put(store, URL, b"new", date=T0 + timedelta(seconds=5))
+    assert store.get(url, key).body == b"new"
+
+
+def test_another_process_writing_the_file_is_seen(tmp_path: Path) -> None:
+    serving = hot_store(tmp_path)
+    url, key, _ = put(serving, URL, b"old")
+    assert serving.get(url, key).body == b"old"
+    fetcher = Store(tmp_path)  # another Store on the same cache, as wwwproxy fetch is
+    put(fetcher, URL, b"fetched meanwhile", date=T0 + timedelta(seconds=5))
+    assert serving.get(url, key).body == b"fetched meanwhile"
+
+
+def test_a_deleted_page_is_never_served_from_memory(tmp_path: Path) -> None:
+    store = hot_store(tmp_path)
+    url, key, _ = put(store, URL, b"gone soon")
+    assert store.get(url, key) is not None
+    assert store.lookup_hot(url, key, []) is not None
+    store.delete(url)
+    assert store.lookup_hot(url, key, []) is None
+    assert store.get(url, key) is None
+
+
+def test_error_answers_and_keep_good_copy_have_their_own_slots(tmp_path: Path) -> None:
+    store = hot_store(tmp_path)
+    url, key, _ = put(store, URL, b"good")
+    put(store, URL, b"broken", status=500, date=T0 + timedelta(seconds=5))
+    assert store.get(url, key, prefer_good=True).body == b"good"
+    assert store.get(url, key, prefer_good=False).body == b"broken"
+    assert store.get(url, key, prefer_good=True).body == b"good"  # from memory now
+
+
+def test_vary_is_checked_on_memory_hits(tmp_path: Path) -> None:
+    store = hot_store(tmp_path)
+    url, key, _ = put(store, URL, b"en page", headers=[("Vary", "Content-Type")])
+    store.get(url, key)  # into memory; recorded with Content-Type: text/plain
+    assert store.lookup_hot(url, key, [("Content-Type", "text/plain")]) is not None
+    assert store.lookup_hot(url, key, [("Content-Type", "text/html")]) is None
+
+
+def test_large_bodies_and_non_get_keys_stay_on_disk(tmp_path: Path) -> None:
+    store = hot_store(tmp_path, mib=8)
+    url, key, _ = put(store, URL, b"x" * (2 * 2**20))
+    entry = store.get(url, key)
+    assert entry is not None and entry.body is None and len(store.memory) == 0
+    url, key, _ = put(store, "http://example.com/form", b"answer", method="POST")
+    assert store.lookup(url, key, "POST", b"") is not None
+    assert len(store.memory) == 0
+
+
+def test_memory_is_bounded_least_recently_used_first(tmp_path: Path) -> None:
+    store = hot_store(tmp_path, mib=0.05)  # ~52 KB: room for two 20 KB pages
+    pages = [put(store, f"http://example.com/{i}", bytes([65 + i]) * 20_000) for i in range(3)]
+    for url, key, _ in pages:
+        store.get(url, key)
+    assert len(store.memory) == 2 and store.memory.size <= store.memory.max_bytes
+    url, key, _ = pages[0]
+    hits = store.memory.hits
+    store.get(url, key)  # evicted first: read from disk again
+    assert store.memory.hits == hits
+
+
+def test_memory_off_with_zero_bytes(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    url, key, _ = put(store, URL, b"page")
+    assert store.get(url, key).body is None
+    assert store.lookup_hot(url, key, []) is None
+
+
+@pytest.mark.parametrize("size", [0, 1, 2**20])
+def test_keeps_only_what_fits(size: int) -> None:
+    cache = MemoryCache(2**21)
+    assert cache.keeps(size)
+    assert not cache.keeps(2**20 + 1)
+    assert not MemoryCache(0).keeps(0)

@@ -1,0 +1,120 @@
+"""A hot-object memory cache in front of the store, like Squid's ``cache_mem``.
+
+Serving a cached page from disk means reading and parsing its WARC file and gunzipping its
+body on every hit; a page asked for again is answered from here instead: the entry the store
+chose and its body bytes, least recently used first out, bounded by bytes.
+
+It never serves what the archive would not: every hit is checked against the cache file's
+size and modification time (one ``stat``), so anything that changed the file since (a new
+capture or revisit, by this process or a ``wwwproxy fetch`` beside it, a delete or a purge)
+makes it a miss and the store reads the file again.  Only GET keys are kept; non-GET captures
+are matched on their request bodies, which stay on disk.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .store import CachedEntry
+
+__all__ = ["FileStamp", "MemoryCache", "stamp"]
+
+#: bodies larger than this stay on disk (streamed), as Squid's maximum_object_size_in_memory
+MAX_OBJECT = 1024 * 1024
+#: bytes counted per entry besides its body (headers, the entry itself)
+OVERHEAD = 2048
+
+FileStamp = tuple[int, int]  # (st_size, st_mtime_ns)
+
+
+def stamp(path: str | os.PathLike[str]) -> FileStamp | None:
+    """What identifies the file's current content, or None if it is gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+@dataclass(frozen=True)
+class _Hot:
+    entry: CachedEntry
+    stamp: FileStamp
+    size: int
+
+
+class MemoryCache:
+    """Thread-safe LRU of (archive key, prefer_good) -> the chosen entry with its body."""
+
+    def __init__(self, max_bytes: int, *, max_object: int = MAX_OBJECT) -> None:
+        self.max_bytes = max_bytes
+        self.max_object = min(max_object, max_bytes)
+        self._items: OrderedDict[tuple[str, bool], _Hot] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def size(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def keeps(self, payload_length: int) -> bool:
+        return self.max_bytes > 0 and payload_length <= self.max_object
+
+    def get(self, key: str, prefer_good: bool, path: str | os.PathLike[str]) -> CachedEntry | None:
+        """The entry if it is here and its file has not changed since it was read."""
+        if self.max_bytes <= 0:
+            return None
+        slot = (key, prefer_good)
+        with self._lock:
+            hot = self._items.get(slot)
+        if hot is None:
+            self.misses += 1
+            return None
+        if stamp(path) != hot.stamp:
+            self._drop(slot, hot)
+            self.misses += 1
+            return None
+        with self._lock:
+            if self._items.get(slot) is hot:
+                self._items.move_to_end(slot)
+        self.hits += 1
+        return hot.entry
+
+    def put(self, key: str, prefer_good: bool, entry: CachedEntry, file_stamp: FileStamp) -> None:
+        """Keep ``entry`` (whose ``body`` is set), read from the file as ``file_stamp`` found it
+        (taken before reading: a change while reading only makes the next hit a miss)."""
+        body = entry.body
+        if body is None or not self.keeps(len(body)):
+            return
+        size = len(body) + OVERHEAD
+        slot = (key, prefer_good)
+        with self._lock:
+            old = self._items.pop(slot, None)
+            if old is not None:
+                self._bytes -= old.size
+            self._items[slot] = _Hot(entry, file_stamp, size)
+            self._bytes += size
+            while self._bytes > self.max_bytes and self._items:
+                _, evicted = self._items.popitem(last=False)
+                self._bytes -= evicted.size
+
+    def _drop(self, slot: tuple[str, bool], hot: _Hot) -> None:
+        with self._lock:
+            if self._items.get(slot) is hot:
+                del self._items[slot]
+                self._bytes -= hot.size
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
