@@ -64,7 +64,7 @@ def build_services(
     """The one services object of a process.  ``resolver`` replaces DNS (tests send
     ``example.com`` to local servers); ``limit_per_host`` bounds connections to one origin
     (the crawler is polite; the proxy leaves that to the browsers)."""
-    store = store or Store(config.cache, memory_bytes=config.memory_cache_mb * 2**20)
+    store = store or Store(config.cache)
     engine = Engine(
         store,
         UpstreamTimeouts(config.connect_timeout, config.read_timeout),

@@ -52,13 +52,25 @@ class MemoryCache:
     """Thread-safe LRU of (archive key, prefer_good) -> the chosen entry with its body."""
 
     def __init__(self, max_bytes: int, *, max_object: int = MAX_OBJECT) -> None:
-        self.max_bytes = max_bytes
-        self.max_object = min(max_object, max_bytes)
         self._items: OrderedDict[tuple[str, bool], _Hot] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        self._max_object = max_object
         self.hits = 0
         self.misses = 0
+        self.resize(max_bytes)
+
+    def resize(self, max_bytes: int) -> None:
+        """A new bound (a config reload): the least recently used go until it fits."""
+        with self._lock:
+            self.max_bytes = max(0, max_bytes)
+            self.max_object = min(self._max_object, self.max_bytes)
+            self._evict()
+
+    def _evict(self) -> None:
+        while self._bytes > self.max_bytes and self._items:
+            _, evicted = self._items.popitem(last=False)
+            self._bytes -= evicted.size
 
     @property
     def size(self) -> int:
@@ -104,9 +116,7 @@ class MemoryCache:
                 self._bytes -= old.size
             self._items[slot] = _Hot(entry, file_stamp, size)
             self._bytes += size
-            while self._bytes > self.max_bytes and self._items:
-                _, evicted = self._items.popitem(last=False)
-                self._bytes -= evicted.size
+            self._evict()
 
     def _drop(self, slot: tuple[str, bool], hot: _Hot) -> None:
         with self._lock:

@@ -48,6 +48,8 @@ KEYS: dict[str, str] = {
     "keep_good_copy": "a 4xx/5xx answer is recorded but the good cached copy stays the one "
     "served (true/false)",
     "fetch_on_online": "switching online fetches the queued requests at once (true/false)",
+    "memory_cache_mb": "MiB of recently served pages (each up to 1 MiB) answered from memory "
+    "(0: off)",
     "freshness": "serve a cached copy without asking while it is younger than max_age seconds "
     "(a list of {pattern, max_age})",
     "urldb": "the URL database directory",
@@ -77,6 +79,7 @@ def effective(config: Config) -> dict[str, Any]:
         "request_changed": config.request_changed,
         "keep_good_copy": config.keep_good_copy,
         "fetch_on_online": config.fetch_on_online,
+        "memory_cache_mb": config.memory_cache_mb,
         "freshness": [{"pattern": r.pattern, "max_age": r.max_age} for r in config.freshness],
         "urldb": str(config.urldb),
         "https_intercept": list(config.https_intercept),

@@ -88,6 +88,7 @@ class Services:
         }
         self.freshness_rules = [(r.regex, r.max_age) for r in config.freshness]
         self.engine.configure(finish_on_disconnect=config.finish_on_disconnect)
+        self.store.memory.resize(config.memory_cache_mb * 2**20)
 
     def reload(self, config: Config) -> None:
         """A new configuration (SIGHUP, /config/): the mode is state and stays as it is."""
