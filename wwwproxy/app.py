@@ -149,7 +149,7 @@ async def start(config: Config, *, mode: Mode | None = None) -> Running:
     sockets = [s for s in (site._server.sockets if site._server else [])]  # noqa: SLF001
     port = sockets[0].getsockname()[1] if sockets else config.listen_port
     if config.listen_port == 0:
-        services.reload(dataclasses.replace(config, listen_port=port))
+        services.listening_on(port)
     return Running(server, runner, port)
 
 
@@ -202,15 +202,7 @@ async def serve(
             config.cache,
         ):
             log.warning("listen address and cache change only with a restart")
-        services.reload(
-            dataclasses.replace(
-                new,
-                listen_host=config.listen_host,
-                listen_port=running.port,
-                cache=config.cache,
-                upstream_ca=config.upstream_ca,  # the upstream TLS context is made at start
-            )
-        )
+        services.reload(new)
         log.info("configuration reloaded from %s (mode stays %s)", new.source, services.mode)
 
     loop.add_signal_handler(signal.SIGHUP, reload)

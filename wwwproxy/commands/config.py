@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import dataclasses
 import io
 from pathlib import Path
 from typing import Any
@@ -241,24 +240,13 @@ def _save(ctx: Context, path: Path, key: str, value: str) -> str:
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     new_text, config = edit_config_text(text, key, value, str(path))
     atomic_write(path, new_text)
-    services = ctx.services
-    current = services.config
-    # as SIGHUP does: what is set up at start stays until a restart, the mode is state
-    services.reload(
-        dataclasses.replace(
-            config,
-            listen_host=current.listen_host,
-            listen_port=current.listen_port,
-            cache=current.cache,
-            upstream_ca=current.upstream_ca,
-        )
-    )
+    ctx.services.reload(config)  # as SIGHUP does: the mode and the address stay
     if key in RESTART_KEYS:
         return f"Saved {key} in {path}; it takes effect when the proxy is restarted."
     if key == "mode":
         return (
             f"Saved mode in {path}: the mode the proxy starts in. It is "
-            f"{services.mode.value} now (switch it on the control page)."
+            f"{ctx.services.mode.value} now (switch it on the control page)."
         )
     return f"Saved {key} in {path} and reloaded the configuration."
 

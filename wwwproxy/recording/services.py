@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 __all__ = ["RuntimeState", "Services"]
 
+#: Config fields set up when the proxy starts: a reload keeps them
+_AT_START = ("listen_host", "listen_port", "cache", "upstream_ca")
+
 
 @dataclasses.dataclass
 class RuntimeState:
@@ -91,8 +94,15 @@ class Services:
         self.store.memory.resize(config.memory_cache_mb * 2**20)
 
     def reload(self, config: Config) -> None:
-        """A new configuration (SIGHUP, /config/): the mode is state and stays as it is."""
-        self._apply(config)
+        """A new configuration (SIGHUP, /config/).  The mode is state and stays as it is, and
+        so does what is set up at start (the address, the cache, the upstream TLS context)
+        until a restart."""
+        current = self.config
+        self._apply(dataclasses.replace(config, **{k: getattr(current, k) for k in _AT_START}))
+
+    def listening_on(self, port: int) -> None:
+        """The port the proxy really listens on (the config may say 0: any free port)."""
+        self._apply(dataclasses.replace(self.config, listen_port=port))
 
     def rule_max_age(self, canonical: str) -> int | None:
         """The max_age of the first configured ``freshness`` rule for the URL, if any."""
