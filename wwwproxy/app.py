@@ -28,7 +28,7 @@ from .proxy.accesslog import SHUTDOWN_TIMEOUT, AccessLogger, quiet_bad_requests
 from .proxy.server import ProxyServer
 from .recording.engine import Engine
 from .recording.services import Services
-from .recording.upstream import UpstreamTimeouts, tls_context
+from .recording.upstream import UpstreamTimeouts
 
 __all__ = ["Running", "build_services", "open_services", "serve", "start"]
 
@@ -71,7 +71,6 @@ def build_services(
         finish_on_disconnect=config.finish_on_disconnect,
         resolver=resolver,
         limit_per_host=limit_per_host,
-        ssl_context=tls_context(config.upstream_ca),
     )
     return Services(
         config,
@@ -202,7 +201,11 @@ async def serve(
             config.cache,
         ):
             log.warning("listen address and cache change only with a restart")
-        services.reload(new)
+        try:
+            services.reload(new)
+        except ValueError as exc:
+            log.error("config not reloaded, keeping the old one: %s", exc)
+            return
         log.info("configuration reloaded from %s (mode stays %s)", new.source, services.mode)
 
     loop.add_signal_handler(signal.SIGHUP, reload)

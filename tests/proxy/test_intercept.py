@@ -122,3 +122,22 @@ async def test_client_not_trusting_the_ca_fails_the_handshake(intercepting, tls_
     with pytest.raises(aiohttp.ClientConnectorCertificateError):
         await fetch(proxy, tls_origin.url("/page"), tls_origin.client_context)
     assert tls_origin.hits["/page"] == 0  # nothing was sent on its behalf
+
+
+async def test_upstream_ca_takes_effect_on_reload(make_proxy, tls_origin, tmp_path):
+    import dataclasses
+
+    proxy = await make_proxy(https_intercept=("*",), connect_ports=(tls_origin.port,))
+    url = tls_origin.url("/page")
+    context = _trust_after_first(proxy)
+    assert (await fetch(proxy, url, context))[0] == 502
+    services = proxy.running.services
+    services.reload(dataclasses.replace(services.config, upstream_ca=tls_origin.ca_pem))
+    assert (await fetch(proxy, url, context))[0] == 200
+    # a CA file that does not load is refused and changes nothing
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate")
+    with pytest.raises(ValueError, match="bad.pem"):
+        services.reload(dataclasses.replace(services.config, upstream_ca=bad))
+    assert services.config.upstream_ca == tls_origin.ca_pem
+    assert (await fetch(proxy, tls_origin.url("/again"), context))[0] == 200

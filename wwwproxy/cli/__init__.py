@@ -219,6 +219,8 @@ def cmd_mode(args: argparse.Namespace) -> int:
         return 1
     print(f"mode: {status.get('mode')}")
     print(f"queued: {status.get('queued')}")
+    if status.get("fetching"):
+        print("fetching the queue now (see /outgoing/)")
     return 0
 
 
@@ -228,10 +230,20 @@ def cmd_ca(args: argparse.Namespace) -> int:
 
     try:
         root = _cache_dir(args)
-        ca = CertificateAuthority.load_or_create(root / "certificates")
+        directory = root / "certificates"
+        new = not (directory / "ca.cert.pem").exists()
+        ca = CertificateAuthority.load_or_create(directory)
     except (ConfigError, CertificateError, OSError) as exc:
         print(f"wwwproxy ca: {exc}", file=sys.stderr)
         return 2
+    if new:
+        # a CA nobody trusts yet: say where, in case the proxy runs with another cache
+        print(
+            f"wwwproxy ca: made a new certificate authority in {directory.resolve()}; a proxy "
+            "using another cache directory has its own (ask it: "
+            "http://localhost:8080/certificates/)",
+            file=sys.stderr,
+        )
     if args.install_help:
         print(install_help(ca.cert_path.resolve()))
     else:

@@ -25,6 +25,7 @@ from ruamel.yaml.util import load_yaml_guess_indent
 
 from ..config import Config, ConfigError, parse_config
 from ..fsutil import atomic_write
+from ..recording.upstream import tls_context
 from .context import Context, PageError
 from .template import esc, hidden
 
@@ -55,11 +56,10 @@ KEYS: dict[str, str] = {
     "https_intercept": "hosts whose HTTPS is decrypted, recorded and served offline (a list of "
     "patterns: *, example.com, *.example.com)",
     "https_bypass": "hosts never decrypted, even when https_intercept matches (a list)",
-    "upstream_ca": "a PEM file of extra certificate authorities trusted for upstream TLS "
-    "(takes effect at the next start)",
+    "upstream_ca": "a PEM file of extra certificate authorities trusted for upstream TLS",
 }
 #: Keys saved now that take effect only when the proxy is restarted.
-RESTART_KEYS = ("listen", "cache", "upstream_ca")
+RESTART_KEYS = ("listen", "cache")
 
 
 def effective(config: Config) -> dict[str, Any]:
@@ -239,6 +239,10 @@ def _file_values(path: Path | None) -> tuple[dict[str, str], str | None]:
 def _save(ctx: Context, path: Path, key: str, value: str) -> str:
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     new_text, config = edit_config_text(text, key, value, str(path))
+    try:
+        tls_context(config.upstream_ca)  # a CA file that does not load is refused, not saved
+    except ValueError as exc:
+        raise PageError(400, str(exc), title="Not saved") from None
     atomic_write(path, new_text)
     ctx.services.reload(config)  # as SIGHUP does: the mode and the address stay
     if key in RESTART_KEYS:

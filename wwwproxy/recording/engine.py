@@ -101,9 +101,20 @@ class Engine:
         self._limits = (limit_per_host, limit)
         self._session: aiohttp.ClientSession | None = None
         self._ssl_context = ssl_context
+        #: sessions replaced by a reload, closed with the engine
+        self._retired: list[aiohttp.ClientSession] = []
 
-    def configure(self, *, finish_on_disconnect: bool) -> None:
+    def configure(
+        self, *, finish_on_disconnect: bool, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
+        """Take a (re)loaded configuration; a new upstream TLS context starts a new session
+        (requests in flight finish on the old one)."""
         self.finish_on_disconnect = finish_on_disconnect
+        if ssl_context is not None and ssl_context is not self._ssl_context:
+            self._ssl_context = ssl_context
+            old, self._session = self._session, None
+            if old is not None and not old.closed:
+                self._retired.append(old)
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -123,6 +134,9 @@ class Engine:
         return self._session
 
     async def close(self) -> None:
+        for old in self._retired:
+            await old.close()
+        self._retired.clear()
         if self._session is not None:
             await self._session.close()
             self._session = None

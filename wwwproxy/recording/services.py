@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import ipaddress
+import ssl
 from collections.abc import Coroutine
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..archive.outgoing import OutgoingQueue
@@ -21,7 +23,7 @@ from ..http.policy import Mode, max_age_for
 from ..url import URL
 from ..url.canonical import DEFAULT_PORTS
 from .engine import Engine
-from .upstream import UpstreamTimeouts
+from .upstream import UpstreamTimeouts, tls_context
 
 if TYPE_CHECKING:
     from ..archive.search import SearchIndex
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["RuntimeState", "Services"]
 
 #: Config fields set up when the proxy starts: a reload keeps them
-_AT_START = ("listen_host", "listen_port", "cache", "upstream_ca")
+_AT_START = ("listen_host", "listen_port", "cache")
 
 
 @dataclasses.dataclass
@@ -67,6 +69,8 @@ class Services:
         self._background: set[asyncio.Task[Any]] = set()
         self._own_names: set[str] = set()
         self._own_hosts: set[str] = set()
+        self._tls_for: Path | None = None  # the upstream_ca the engine's TLS context has
+        self._tls_made = False
         self._apply(config)
 
     # --- configuration -----------------------------------------------------------------------
@@ -80,6 +84,7 @@ class Services:
         return self.state.mode
 
     def _apply(self, config: Config) -> None:
+        tls = self._tls(config)  # first: a CA file that does not load changes nothing
         self.state.config = config
         port = config.listen_port
         names = {"localhost", "127.0.0.1", "[::1]", *config.names}
@@ -90,13 +95,25 @@ class Services:
             n.strip("[]").rstrip(".") for n in config.names if _host_only(n)
         }
         self.freshness_rules = [(r.regex, r.max_age) for r in config.freshness]
-        self.engine.configure(finish_on_disconnect=config.finish_on_disconnect)
+        self.engine.configure(
+            finish_on_disconnect=config.finish_on_disconnect,
+            ssl_context=tls,
+        )
         self.store.memory.resize(config.memory_cache_mb * 2**20)
+
+    def _tls(self, config: Config) -> ssl.SSLContext | None:
+        """The upstream TLS context for ``config``, made anew only when ``upstream_ca``
+        changes (None: keep the engine's)."""
+        if self._tls_for == config.upstream_ca and self._tls_made:
+            return None
+        context = tls_context(config.upstream_ca)
+        self._tls_for, self._tls_made = config.upstream_ca, True
+        return context
 
     def reload(self, config: Config) -> None:
         """A new configuration (SIGHUP, /config/).  The mode is state and stays as it is, and
-        so does what is set up at start (the address, the cache, the upstream TLS context)
-        until a restart."""
+        so do the listening address and the cache until a restart.  ValueError (nothing
+        changed) if ``upstream_ca`` cannot be loaded."""
         current = self.config
         self._apply(dataclasses.replace(config, **{k: getattr(current, k) for k in _AT_START}))
 
