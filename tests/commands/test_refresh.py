@@ -11,7 +11,7 @@ from aiohttp import web
 from wwwproxy.cli import main as cli_main
 from wwwproxy.commands.refresh import GROUPS, MAX_URLS, RefreshJob
 from wwwproxy.fetch.links import Link
-from wwwproxy.fetch.prefetch import Role, Task, next_tasks
+from wwwproxy.fetch.tasks import Role, Task, next_tasks
 from wwwproxy.http.policy import Mode
 from wwwproxy.url import canonicalize
 

@@ -15,10 +15,14 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
+
+if TYPE_CHECKING:
+    from wwwproxy.fetch.links import Link
 
 
 @dataclass
@@ -278,3 +282,14 @@ class MapResolver(AbstractResolver):
 
     async def close(self) -> None:
         pass
+
+
+# --- link extraction helpers ------------------------------------------------------------------
+
+
+def triples(links: list[Link]) -> list[tuple[str, str, bool]]:
+    return [(link.url, link.kind, link.requisite) for link in links]
+
+
+def urls(links: list[Link]) -> list[str]:
+    return [link.url for link in links]

@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from wwwproxy.fetch.prefetch import Outcome, Result, Summary
 from wwwproxy.fetch.progress import Progress, format_bytes, format_summary
+from wwwproxy.fetch.tasks import Outcome, Result, Summary
 
 OK = Result("http://example.com/", Outcome.FETCHED, 200, 12_630)
 FRESH = Result("http://example.com/a.css", Outcome.FRESH, 200)

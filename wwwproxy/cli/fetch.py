@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 
     from ..archive.store import Store
     from ..config import Config
-    from ..fetch.prefetch import FetchOptions, Prefetcher, Probe, Summary
+    from ..fetch.prefetch import Prefetcher
+    from ..fetch.probe import Probe
     from ..fetch.progress import Progress
+    from ..fetch.tasks import FetchOptions, Summary
     from ..recording.services import Services
     from ..urldb import Entry, URLDatabase
 
@@ -291,8 +293,8 @@ def add_fetch_parser(sub: SubParsers) -> argparse.ArgumentParser:
 
 def cmd_fetch(args: argparse.Namespace) -> int:
     from ..config import ConfigError
-    from ..fetch.prefetch import FetchOptions
     from ..fetch.progress import Progress, format_summary
+    from ..fetch.tasks import FetchOptions
 
     try:
         config = _config(args)
@@ -494,7 +496,7 @@ async def _urldb_add(
     categories: list[str],
     static: bool,
 ) -> int:
-    from ..fetch.prefetch import probe
+    from ..fetch.probe import probe
     from ..urldb import URLDBError, parse_db_url
 
     command = "urldb add"
@@ -585,7 +587,7 @@ def compare_record(entry: Entry, result: Probe) -> list[str]:
 async def _urldb_check(
     config: Config, store: Store, db: URLDatabase, category: str | None, concurrency: int
 ) -> int:
-    from ..fetch.prefetch import probe
+    from ..fetch.probe import probe
 
     entries = list(db.records(category))
     bad = 0

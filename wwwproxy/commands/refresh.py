@@ -27,17 +27,10 @@ from aiohttp import web
 
 from .. import __version__
 from ..archive.outgoing import QueuedRequest
-from ..fetch.prefetch import (
-    FetchOptions,
-    Outcome,
-    Prefetcher,
-    Result,
-    Role,
-    Task,
-    next_tasks,
-    page_links,
-)
+from ..fetch.bodies import page_links
+from ..fetch.prefetch import Prefetcher
 from ..fetch.progress import Progress
+from ..fetch.tasks import FetchOptions, Outcome, Result, Role, Task, next_tasks
 from ..http.policy import Mode
 from ..url import canonicalize
 from .context import Context, PageError

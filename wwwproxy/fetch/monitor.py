@@ -51,7 +51,8 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ..fsutil import atomic_write
 from ..http.policy import Mode
 from ..url import InvalidURL, canonicalize
-from .prefetch import FetchOptions, Prefetcher
+from .prefetch import Prefetcher
+from .tasks import FetchOptions
 
 if TYPE_CHECKING:
     from ..recording.services import Services

@@ -59,20 +59,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import Enum
-from typing import BinaryIO
 from urllib.parse import urljoin
 
-from .. import __version__
 from ..archive.outgoing import QueuedRequest
 from ..archive.store import CachedEntry, StoreError
-from ..http.content import ContentDecoder, charset_param
 from ..http.headers import get_header
 from ..http.policy import Action, Mode, RequestDirectives, Stored, decide, is_servable
 from ..recording.engine import Exchange
@@ -80,290 +75,33 @@ from ..recording.engine import Outcome as Fetched
 from ..recording.services import Services
 from ..recording.upstream import UpstreamError
 from ..url import URL, InvalidURL, canonicalize
-from .links import (
-    Link,
-    extract_css_links,
-    extract_html_links,
-    is_css,
-    is_html,
-    same_domain,
-    same_host,
-    under_prefix,
-)
+from .bodies import page_links, read_decoded
+from .links import is_css, is_html
 from .progress import Progress
 from .robots import RobotsRules, parse_robots, robots_url
+from .tasks import (
+    REDIRECT_STATUSES,
+    FetchOptions,
+    Outcome,
+    Result,
+    Role,
+    Summary,
+    Task,
+    fetch_problem,
+    next_tasks,
+    redirect_task,
+)
 
-__all__ = [
-    "REDIRECT_STATUSES",
-    "SCOPES",
-    "USER_AGENT",
-    "FetchOptions",
-    "Outcome",
-    "Prefetcher",
-    "Probe",
-    "Redirect",
-    "Result",
-    "Role",
-    "Summary",
-    "Task",
-    "fetch_queue",
-    "in_scope",
-    "next_tasks",
-    "page_links",
-    "probe",
-    "read_decoded",
-    "redirect_task",
-]
+__all__ = ["OWN_PAGE", "Prefetcher", "fetch_queue"]
 
 log = logging.getLogger("wwwproxy.fetch")
 
-USER_AGENT = f"wwwproxy/{__version__} (prefetch)"
-SCOPES = ("host", "domain", "any", "prefix")
-REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-FRAME_KINDS = frozenset({"frame", "iframe"})
-MAX_PARSE = 16 * 1024 * 1024  # bytes of a page or style sheet read for links (decoded)
 ROBOTS_MAX_AGE = 24 * 3600  # RFC 9309 §2.4: a cached robots.txt is used for a day at most
 ROBOTS_REDIRECTS = 5
-_READ = 64 * 1024
 OWN_PAGE = "one of this proxy's own pages: not fetched"
 
 
-# --- options and tasks ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FetchOptions:
-    depth: int = 0
-    requisites: bool = False
-    scope: str = "host"
-    limits: tuple[str, ...] = ()
-    concurrency: int = 4
-    per_host: int = 2
-    delay: float = 0.0
-    force: bool = False
-    refresh_seeds: bool = False  # reload the listed URLs even if fresh (monitor, /refresh/)
-    robots: bool = True
-    max_redirects: int = 10
-    user_agent: str = USER_AGENT
-    #: link kinds followed for ``depth`` (None: every hyperlink, frames too without requisites)
-    follow: frozenset[str] | None = None
-    #: requisite kinds fetched with ``requisites`` (None: all of them)
-    requisite_kinds: frozenset[str] | None = None
-    #: at most this many URLs in one run (None: no cap)
-    max_urls: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.depth < 0:
-            raise ValueError(f"depth must be 0 or more, not {self.depth}")
-        if self.scope not in SCOPES:
-            raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {self.scope!r}")
-        if self.concurrency < 1 or self.per_host < 1:
-            raise ValueError("concurrency and the per-host limit must be at least 1")
-        if not self.delay >= 0:
-            raise ValueError(f"delay must be 0 or more seconds, not {self.delay}")
-        if self.max_redirects < 0:
-            raise ValueError("max_redirects must be 0 or more")
-        if self.max_urls is not None and self.max_urls < 1:
-            raise ValueError("max_urls must be at least 1")
-        limits = []
-        for prefix in self.limits:
-            try:
-                url = canonicalize(prefix)
-            except InvalidURL as exc:
-                raise ValueError(f"limit {prefix!r}: {exc.reason}") from None
-            if url.local or url.proto not in ("http", "https"):
-                raise ValueError(f"limit {prefix!r} is not an http or https URL")
-            limits.append(url.file)
-        if (self.scope == "prefix") != bool(limits):
-            raise ValueError("the prefix scope goes with limits (--limit PREFIX), and only it")
-        object.__setattr__(self, "limits", tuple(limits))
-
-
-class Role(Enum):
-    SEED = "seed"  # listed by the user (or queued, or monitored): no robots.txt, no scope
-    LINK = "link"  # a hyperlink followed for depth: scope and robots.txt
-    REQUISITE = "requisite"  # something a page needs: robots.txt, any host
-
-
-@dataclass(frozen=True)
-class Task:
-    url: str  # canonical, the GET archive key
-    level: int
-    role: Role
-    root: str  # the URL whose host/domain the scope is measured from
-    hops: int = 0  # redirects followed to get here
-
-
-class Outcome(Enum):
-    FETCHED = "fetched"
-    FRESH = "fresh"
-    FAILED = "failed"
-    ROBOTS = "robots"
-
-
-@dataclass(frozen=True)
-class Result:
-    url: str
-    outcome: Outcome
-    status: int | None = None
-    size: int = 0  # payload bytes fetched
-    problem: str | None = None  # why it failed / was skipped
-    method: str = "GET"
-
-    @property
-    def label(self) -> str:
-        return self.url if self.method == "GET" else f"{self.method} {self.url}"
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome in (Outcome.FETCHED, Outcome.FRESH)
-
-
-@dataclass
-class Summary:
-    results: dict[str, Result] = field(default_factory=dict)
-    elapsed: float = 0.0
-    #: URLs found but left out: the run had taken on ``max_urls`` already
-    capped: int = 0
-
-    @property
-    def bytes(self) -> int:
-        return sum(r.size for r in self.results.values())
-
-    @property
-    def failed(self) -> list[Result]:
-        return [r for r in self.results.values() if r.outcome is Outcome.FAILED]
-
-    def counts(self) -> dict[str, int]:
-        out = {o.value: 0 for o in Outcome}
-        for r in self.results.values():
-            out[r.outcome.value] += 1
-        out["total"] = len(self.results)
-        return out
-
-    def urls(self, *outcomes: Outcome) -> set[str]:
-        """The URLs (archive keys) with these outcomes (all, if none given)."""
-        return {r.url for r in self.results.values() if not outcomes or r.outcome in outcomes}
-
-
-# --- the rules (pure) -------------------------------------------------------------------------
-
-
-def in_scope(url: str, root: str, options: FetchOptions) -> bool:
-    """Whether a hyperlink to ``url``, reached from the listed URL ``root``, is followed."""
-    if options.scope == "prefix":
-        return any(under_prefix(url, p) for p in options.limits)
-    if options.scope == "host":
-        return same_host(url, root)
-    if options.scope == "domain":
-        return same_domain(url, root)
-    return True
-
-
-def _wanted_requisite(link: Link, options: FetchOptions) -> bool:
-    if not (link.requisite and options.requisites):
-        return False
-    return options.requisite_kinds is None or link.kind in options.requisite_kinds
-
-
-def _followed(link: Link, options: FetchOptions) -> bool:
-    if options.follow is not None:
-        return link.kind in options.follow
-    return not link.requisite or link.kind in FRAME_KINDS
-
-
-def next_tasks(task: Task, links: Iterable[Link], options: FetchOptions) -> list[Task]:
-    """What a page (fetched for ``task``) leads to."""
-    out = []
-    follow = task.level < options.depth
-    for link in links:
-        if link.url == task.url:
-            continue
-        if _wanted_requisite(link, options):
-            out.append(Task(link.url, task.level, Role.REQUISITE, task.root))
-        elif follow and _followed(link, options) and in_scope(link.url, task.root, options):
-            out.append(Task(link.url, task.level + 1, Role.LINK, task.root))
-    return out
-
-
-@dataclass(frozen=True)
-class Redirect:
-    """Where a 3xx leads: ``task`` to follow, or ``problem`` (a failure if ``failed``)."""
-
-    task: Task | None = None
-    problem: str | None = None
-    failed: bool = False
-
-
-def redirect_task(
-    task: Task, status: int, location: str | None, options: FetchOptions
-) -> Redirect | None:
-    """The next hop of a redirect response for ``task``; None if ``status`` is no redirect."""
-    if status not in REDIRECT_STATUSES:
-        return None
-    if not location or not location.strip():
-        return Redirect(problem=f"{status} without a Location header", failed=True)
-    try:
-        target = canonicalize(urljoin(task.url, location.strip())).file
-    except (InvalidURL, ValueError):
-        return Redirect(problem=f"{status} to an invalid Location {location!r}", failed=True)
-    if not target.startswith(("http://", "https://")):
-        return Redirect(problem=f"redirect to {target} (not http or https)", failed=True)
-    if task.hops + 1 > options.max_redirects:
-        return Redirect(
-            problem=f"too many redirects (more than {options.max_redirects})", failed=True
-        )
-    if task.role is Role.SEED:
-        return Redirect(Task(target, task.level, Role.SEED, target, task.hops + 1))
-    if task.role is Role.LINK and not in_scope(target, task.root, options):
-        return Redirect(problem=f"redirect to {target} not followed (out of scope)")
-    return Redirect(Task(target, task.level, task.role, task.root, task.hops + 1))
-
-
-# --- bodies -----------------------------------------------------------------------------------
-
-
-def read_decoded(entry: CachedEntry, limit: int = MAX_PARSE) -> bytes:
-    """The cached payload without its Content-Encoding, at most ``limit`` bytes (blocking:
-    call in a thread).  ValueError if it cannot be decoded."""
-    decoder = ContentDecoder(get_header(entry.headers, "Content-Encoding"), limit)
-    out = bytearray()
-    with entry.open_body() as stream:
-        while not decoder.full and (chunk := stream.read(_READ)):
-            out += decoder.feed(chunk)
-    out += decoder.flush()
-    return bytes(out)
-
-
-def page_links(entry: CachedEntry, base: str) -> list[Link]:
-    """The links of a cached HTML page or style sheet (none for other types), resolved
-    against ``base`` (blocking: call in a thread).  ValueError if the body cannot be decoded."""
-    content_type = get_header(entry.headers, "Content-Type")
-    html, css = is_html(content_type), is_css(content_type)
-    if not (html or css):
-        return []
-    data = read_decoded(entry)
-    charset = charset_param(content_type)
-    if html:
-        return extract_html_links(data, base, encoding=charset)
-    return extract_css_links(data, base, encoding=charset)
-
-
-def _digest(stream: BinaryIO, content_encoding: str | None) -> tuple[int, str]:
-    """Length and SHA-256 of the decoded payload, streaming."""
-    decoder = ContentDecoder(content_encoding)
-    sha = hashlib.sha256()
-    n = 0
-    while chunk := stream.read(_READ):
-        data = decoder.feed(chunk)
-        sha.update(data)
-        n += len(data)
-    data = decoder.flush()
-    sha.update(data)
-    return n + len(data), sha.hexdigest()
-
-
-# --- the engine -------------------------------------------------------------------------------
+# --- the crawler -------------------------------------------------------------------------------
 
 
 @dataclass
@@ -595,7 +333,7 @@ class Prefetcher:
                     Exchange(url, url.file, "GET", headers), revalidate=revalidate
                 )
             except (UpstreamError, StoreError) as exc:
-                return None, Result(url.file, Outcome.FAILED, problem=_problem(exc)), True
+                return None, Result(url.file, Outcome.FAILED, problem=fetch_problem(exc)), True
             finally:
                 self.progress.stopped()
         if queued is not None:
@@ -686,7 +424,7 @@ class Prefetcher:
             try:
                 fetched: Fetched = await self.services.engine.fetch(exchange)
             except (UpstreamError, StoreError) as exc:
-                problem = _problem(exc)
+                problem = fetch_problem(exc)
                 self._report(Result(url.file, Outcome.FAILED, problem=problem, method=method))
                 return
             finally:
@@ -769,119 +507,6 @@ class Prefetcher:
         return parse_robots(400)  # too many redirects: RFC 9309 says treat as unavailable
 
 
-# --- one URL, for the URL database ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Probe:
-    """What a URL returned, redirects followed: for ``wwwproxy urldb add`` and ``check``."""
-
-    url: str
-    final_url: str
-    status: int | None = None
-    reason: str = ""
-    content_type: str | None = None
-    length: int | None = None
-    sha256: str | None = None
-    error: str | None = None
-    redirects: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.status is not None and 200 <= self.status < 400
-
-
-async def probe(
-    services: Services, url: str, *, digest: bool = False, max_redirects: int = 10
-) -> Probe:
-    """Fetch ``url`` (recorded like any fetch), following redirects, and describe the final
-    response.  The request asks for no Content-Encoding, and any that comes anyway is removed
-    before ``length`` and ``sha256`` are taken: they describe the content itself."""
-    headers = [("User-Agent", USER_AGENT), ("Accept", "*/*"), ("Accept-Encoding", "identity")]
-    try:
-        target = canonicalize(url)
-    except InvalidURL as exc:
-        return Probe(url, url, error=exc.reason)
-    chain: list[str] = []
-    while True:
-        try:
-            fetched = await services.engine.fetch(Exchange(target, target.file, "GET", headers))
-        except (UpstreamError, StoreError) as exc:
-            return Probe(url, target.file, error=_problem(exc), redirects=tuple(chain))
-        # the answer just recorded (not a good copy kept from before: check wants the truth)
-        entry = None
-        if is_servable(fetched.status):
-            entry = await asyncio.to_thread(services.store.get, target, prefer_good=False)
-        if entry is None:
-            return Probe(url, target.file, error="no servable response", redirects=tuple(chain))
-        location = get_header(entry.headers, "Location")
-        if entry.status in REDIRECT_STATUSES and location:
-            chain.append(target.file)
-            try:
-                nxt = canonicalize(urljoin(target.file, location.strip()))
-            except (InvalidURL, ValueError):
-                return Probe(
-                    url,
-                    target.file,
-                    entry.status,
-                    entry.reason,
-                    error=f"redirect to an invalid Location {location!r}",
-                    redirects=tuple(chain),
-                )
-            if nxt.file in chain:
-                return Probe(
-                    url,
-                    nxt.file,
-                    entry.status,
-                    entry.reason,
-                    error="redirect loop: " + " -> ".join([*chain, nxt.file]),
-                    redirects=tuple(chain),
-                )
-            if len(chain) > max_redirects:
-                return Probe(
-                    url,
-                    nxt.file,
-                    entry.status,
-                    entry.reason,
-                    error=f"too many redirects (more than {max_redirects})",
-                    redirects=tuple(chain),
-                )
-            target = nxt
-            continue
-        length = sha = None
-        if digest:
-            encoding = get_header(entry.headers, "Content-Encoding")
-
-            def measure(
-                entry: CachedEntry = entry, encoding: str | None = encoding
-            ) -> tuple[int, str]:
-                with entry.open_body() as stream:
-                    return _digest(stream, encoding)
-
-            try:
-                length, sha = await asyncio.to_thread(measure)
-            except ValueError as exc:
-                return Probe(
-                    url,
-                    target.file,
-                    entry.status,
-                    entry.reason,
-                    get_header(entry.headers, "Content-Type"),
-                    error=str(exc),
-                    redirects=tuple(chain),
-                )
-        return Probe(
-            url,
-            target.file,
-            entry.status,
-            entry.reason,
-            get_header(entry.headers, "Content-Type"),
-            length,
-            sha,
-            redirects=tuple(chain),
-        )
-
-
 # --- the queue, for the control page -----------------------------------------------------------
 
 
@@ -894,9 +519,3 @@ async def fetch_queue(
     if services.mode is Mode.OFFLINE:
         return Summary()
     return await Prefetcher(services, options or FetchOptions(), progress).run([], queue=True)
-
-
-def _problem(exc: UpstreamError | StoreError) -> str:
-    """What a failed fetch says: why the origin could not be reached, or why the answer was
-    not recorded."""
-    return exc.reason if isinstance(exc, UpstreamError) else f"not recorded: {exc}"

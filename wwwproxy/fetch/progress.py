@@ -17,10 +17,9 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
-if TYPE_CHECKING:
-    from .prefetch import Result, Summary
+from .tasks import Outcome, Result, Summary
 
 __all__ = ["REDRAW", "Counts", "Progress", "format_bytes", "format_summary", "result_line"]
 
@@ -54,8 +53,6 @@ class Counts:
 
 def result_line(result: Result) -> str:
     """The plain line for one finished URL."""
-    from .prefetch import Outcome
-
     status = "" if result.status is None else f"{result.status} "
     if result.outcome is Outcome.FETCHED:
         return f"fetched {status}{format_bytes(result.size)} {result.label}"
@@ -108,8 +105,6 @@ class Progress:
 
     def result(self, result: Result) -> None:
         """A URL is finished (or its outcome changed: a fetched page found to loop)."""
-        from .prefetch import Outcome
-
         c = self.counts
         previous = c.outcomes.get(result.label)
         if previous is not None:

@@ -1,0 +1,81 @@
+"""Crawl scope as URL comparisons: host, registrable domain, URL prefix."""
+
+from __future__ import annotations
+
+import pytest
+
+from wwwproxy.fetch.scope import registrable_domain, same_domain, same_host, under_prefix
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ("http://example.com/a", "https://EXAMPLE.com:8443/b", True),
+        ("http://example.com/", "http://example.com./", True),
+        ("http://www.example.com/", "http://example.com/", False),
+        ("http://example.com/", "not a url at all", False),
+        ("http://[::1]/", "http://[0::1]:8080/", True),
+    ],
+)
+def test_same_host(a: str, b: str, expected: bool) -> None:
+    assert same_host(a, b) is expected
+
+
+@pytest.mark.parametrize(
+    ("host", "domain"),
+    [
+        ("www.example.com", "example.com"),
+        ("a.b.c.example.com", "example.com"),
+        ("example.com", "example.com"),
+        ("localhost", "localhost"),
+        ("www.bbc.co.uk", "bbc.co.uk"),
+        ("news.example.com.au", "example.com.au"),
+        ("www.abc.de", "abc.de"),
+        ("www.bbc.com", "bbc.com"),
+        ("Example.COM.", "example.com"),
+        ("192.168.1.20", "192.168.1.20"),
+        ("[::1]", "[::1]"),
+    ],
+)
+def test_registrable_domain_approximation(host: str, domain: str) -> None:
+    assert registrable_domain(host) == domain
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ("http://www.example.com/", "https://static.example.com/x", True),
+        ("http://www.example.co.uk/", "http://img.example.co.uk/", True),
+        ("http://www.example.co.uk/", "http://www.other.co.uk/", False),
+        ("http://example.com/", "http://example.org/", False),
+        ("http://10.0.0.1/", "http://10.0.0.2/", False),
+        ("http://example.com/", "::", False),
+    ],
+)
+def test_same_domain(a: str, b: str, expected: bool) -> None:
+    assert same_domain(a, b) is expected
+
+
+@pytest.mark.parametrize(
+    ("url", "prefix", "expected"),
+    [
+        ("http://example.com/docs/a.html", "http://example.com/docs/", True),
+        ("http://example.com/docs/", "http://example.com/docs/", True),
+        ("http://example.com/docs", "http://example.com/docs/", False),
+        ("http://example.com/docs", "http://example.com/docs", True),
+        ("http://example.com/docs/x", "http://example.com/docs", True),
+        ("http://example.com/docs?x=1", "http://example.com/docs", True),
+        ("http://example.com/docs2/x", "http://example.com/docs", False),
+        ("http://example.com/docs.html", "http://example.com/docs", False),
+        ("http://EXAMPLE.com:80/docs/%7Ea", "http://example.com/docs/", True),
+        ("http://example.com/docs/../etc/x", "http://example.com/docs/", False),
+        ("https://example.com/docs/a", "http://example.com/docs/", False),
+        ("http://example.com:8080/docs/a", "http://example.com/docs/", False),
+        ("http://example.com.evil/docs/a", "http://example.com/docs/", False),
+        ("http://example.com/x?a=1&b=2", "http://example.com/x?a=1", True),
+        ("http://example.com/anything", "http://example.com", True),
+        ("http://example.com/", "not a url at all", False),
+    ],
+)
+def test_under_prefix(url: str, prefix: str, expected: bool) -> None:
+    assert under_prefix(url, prefix) is expected

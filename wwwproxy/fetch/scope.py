@@ -1,0 +1,68 @@
+"""Crawl scope as URL comparisons: same host, same registrable domain, under a URL prefix."""
+
+from __future__ import annotations
+
+from wwwproxy.url.canonical import InvalidURL, canonicalize
+
+__all__ = ["registrable_domain", "same_domain", "same_host", "under_prefix"]
+
+# Second-level labels under which a country-code TLD registers names (co.uk, com.au, ac.jp).
+_CC_SECOND_LEVELS = "ac co com edu gob gov go gv ltd mil ne net nhs nic nom or org plc sch"
+_CC_SECOND_LEVEL = frozenset(_CC_SECOND_LEVELS.split())
+
+
+def _host(url: str) -> str | None:
+    try:
+        parsed = canonicalize(url)
+    except (InvalidURL, TypeError):
+        return None
+    return None if parsed.local else parsed.host.rstrip(".")
+
+
+def registrable_domain(host: str) -> str:
+    """An approximation of the registrable domain ("eTLD+1") without the Public Suffix List.
+
+    The last two labels, or three when the TLD is a two-letter country code and the second
+    label a usual registry label (``example.co.uk``, ``example.com.au``). It is wrong for the
+    private suffixes (``a.github.io`` and ``b.github.io`` count as one domain) and for less
+    usual registries (``city.kawasaki.jp``). IP addresses are returned whole.
+    """
+    host = host.rstrip(".").lower()
+    if host.startswith("[") or host.replace(".", "").isdigit():
+        return host
+    labels = host.split(".")
+    if len(labels) <= 2:
+        return host
+    if len(labels[-1]) == 2 and labels[-2] in _CC_SECOND_LEVEL:
+        return ".".join(labels[-3:])
+    return ".".join(labels[-2:])
+
+
+def same_host(a: str, b: str) -> bool:
+    """Whether two URLs are on the same host name (ports and http/https not compared)."""
+    ha, hb = _host(a), _host(b)
+    return ha is not None and ha == hb
+
+
+def same_domain(a: str, b: str) -> bool:
+    """Whether two URLs are under the same registrable domain (see :func:`registrable_domain`)."""
+    ha, hb = _host(a), _host(b)
+    return ha is not None and hb is not None and registrable_domain(ha) == registrable_domain(hb)
+
+
+def under_prefix(url: str, prefix: str) -> bool:
+    """Whether ``url`` is at or below ``prefix`` (both canonicalized; scheme, host and port
+    must match). A prefix path not ending in ``/`` is a whole segment: ``/docs`` covers
+    ``/docs``, ``/docs/x`` and ``/docs?x`` but not ``/docs2``."""
+    try:
+        u, p = canonicalize(url), canonicalize(prefix)
+    except (InvalidURL, TypeError):
+        return False
+    if (u.proto, u.host, u.port) != (p.proto, p.host, p.port):
+        return False
+    target, want = u.path_args, p.path_args
+    if not target.startswith(want):
+        return False
+    if len(target) == len(want) or want.endswith("/") or p.args is not None:
+        return True
+    return target[len(want)] in "/?"
