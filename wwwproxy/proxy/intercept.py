@@ -18,6 +18,7 @@ import contextlib
 import logging
 import ssl
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -50,8 +51,8 @@ class Target:
 class Interceptor:
     """The local CA (made on first use) and the connections being intercepted."""
 
-    def __init__(self, directory_of_certificates: object) -> None:
-        self._directory = directory_of_certificates
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
         self._ca: CertificateAuthority | None = None
         #: the TLS transport of each intercepted connection -> its CONNECT target
         self._targets: dict[asyncio.BaseTransport, Target] = {}
@@ -59,7 +60,7 @@ class Interceptor:
     @property
     def ca(self) -> CertificateAuthority:
         if self._ca is None:
-            self._ca = CertificateAuthority.load_or_create(self._directory)  # type: ignore[arg-type]
+            self._ca = CertificateAuthority.load_or_create(self._directory)
         return self._ca
 
     def target_of(self, request: web.BaseRequest) -> Target | None:
