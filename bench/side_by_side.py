@@ -531,11 +531,14 @@ async def start_squid(tmp: Path, service: str) -> Server:
     return server
 
 
-async def start_wwwproxy(tmp: Path, tls_port: int, origin_ca: Path) -> Server:
+async def start_wwwproxy(
+    tmp: Path, tls_port: int, origin_ca: Path, extra_config: str = ""
+) -> Server:
     port = free_port()
     conf = tmp / "wwwproxy.yaml"
     conf.write_text(
         f'https_intercept: ["*"]\nupstream_ca: {origin_ca}\nconnect_ports: [{tls_port}]\n'
+        + extra_config
     )
     log = tmp / "wwwproxy.log"
     proc = spawn(
@@ -986,7 +989,8 @@ async def run(args: argparse.Namespace, tmp: Path) -> int:
         servers.append(squid)
         www: Server | None = None
         try:
-            www = await start_wwwproxy(tmp, tls_port, origin_ca)
+            extra_config = "".join(line + "\n" for line in args.wwwproxy_config)
+            www = await start_wwwproxy(tmp, tls_port, origin_ca, extra_config)
             servers.append(www)
         except RuntimeError as exc:  # measure the others all the same
             print(f"wwwproxy did not start, its rows are left out: {exc}")
@@ -1161,6 +1165,13 @@ def main() -> int:
         "--budget", type=float, help="deadline for the whole run, seconds (default: from the above)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument(
+        "--wwwproxy-config",
+        action="append",
+        default=[],
+        metavar="KEY: VALUE",
+        help="an extra line for wwwproxy's config (e.g. 'memory_cache_mb: 0'; repeatable)",
+    )
     parser.add_argument("--watchdog", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.watchdog:
