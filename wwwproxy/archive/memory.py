@@ -44,6 +44,7 @@ def stamp(path: str | os.PathLike[str]) -> FileStamp | None:
 @dataclass(frozen=True)
 class _Hot:
     entry: CachedEntry
+    path: str  # its cache file, checked on every hit
     stamp: FileStamp
     size: int
 
@@ -82,7 +83,7 @@ class MemoryCache:
     def keeps(self, payload_length: int) -> bool:
         return self.max_bytes > 0 and payload_length <= self.max_object
 
-    def get(self, key: str, prefer_good: bool, path: str | os.PathLike[str]) -> CachedEntry | None:
+    def get(self, key: str, prefer_good: bool) -> CachedEntry | None:
         """The entry if it is here and its file has not changed since it was read."""
         if self.max_bytes <= 0:
             return None
@@ -92,7 +93,7 @@ class MemoryCache:
         if hot is None:
             self.misses += 1
             return None
-        if stamp(path) != hot.stamp:
+        if stamp(hot.path) != hot.stamp:
             self._drop(slot, hot)
             self.misses += 1
             return None
@@ -102,9 +103,16 @@ class MemoryCache:
         self.hits += 1
         return hot.entry
 
-    def put(self, key: str, prefer_good: bool, entry: CachedEntry, file_stamp: FileStamp) -> None:
-        """Keep ``entry`` (whose ``body`` is set), read from the file as ``file_stamp`` found it
-        (taken before reading: a change while reading only makes the next hit a miss)."""
+    def put(
+        self,
+        key: str,
+        prefer_good: bool,
+        entry: CachedEntry,
+        path: str | os.PathLike[str],
+        file_stamp: FileStamp,
+    ) -> None:
+        """Keep ``entry`` (whose ``body`` is set), read from ``path`` as ``file_stamp`` found
+        it (taken before reading: a change while reading only makes the next hit a miss)."""
         body = entry.body
         if body is None or not self.keeps(len(body)):
             return
@@ -114,7 +122,7 @@ class MemoryCache:
             old = self._items.pop(slot, None)
             if old is not None:
                 self._bytes -= old.size
-            self._items[slot] = _Hot(entry, file_stamp, size)
+            self._items[slot] = _Hot(entry, os.fspath(path), file_stamp, size)
             self._bytes += size
             self._evict()
 

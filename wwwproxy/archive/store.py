@@ -442,7 +442,7 @@ class Store:
         path = self.path_for(url, key)
         hot = at is None and self.memory.max_bytes > 0 and _NON_GET not in key
         if hot:
-            entry = self.memory.get(key, prefer_good, path)
+            entry = self.memory.get(key, prefer_good)
             if entry is not None:
                 return entry
             before = stamp(path)
@@ -462,7 +462,7 @@ class Store:
         if hot and before is not None and self.memory.keeps(entry.payload_length):
             with entry.open_body() as stream:
                 entry = dataclasses.replace(entry, body=stream.read())
-            self.memory.put(key, prefer_good, entry, before)
+            self.memory.put(key, prefer_good, entry, path, before)
         return entry
 
     def lookup_hot(
@@ -475,7 +475,7 @@ class Store:
     ) -> CachedEntry | None:
         """:meth:`lookup` of a GET from the memory cache alone (cheap enough for the event
         loop: one ``stat``); None when it is not there, and the caller asks :meth:`lookup`."""
-        entry = self.memory.get(key, prefer_good, self.path_for(url, key))
+        entry = self.memory.get(key, prefer_good)
         if entry is None or not vary_matches(entry.headers, entry.request_headers, request_headers):
             return None
         return entry

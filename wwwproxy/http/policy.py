@@ -373,8 +373,10 @@ def not_modified(
         etag = get_header(response_headers, "ETag")
         return etag is not None and any(_weak_equal(t, etag.strip()) for t in tags)
     ims = _http_date(get_header(request_headers, "If-Modified-Since"))
+    if ims is None:
+        return False
     modified = _http_date(get_header(response_headers, "Last-Modified"))
-    return ims is not None and modified is not None and modified <= ims
+    return modified is not None and modified <= ims
 
 
 #: RFC 9110 §15.4.5: what a 304 carries of the full answer.

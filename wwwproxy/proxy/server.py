@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import html
 import ipaddress
 import logging
@@ -111,13 +112,7 @@ class ProxyServer:
         peer = request.transport.get_extra_info("peername") if request.transport else None
         if not peer:
             return False
-        try:
-            addr = ipaddress.ip_address(peer[0].split("%", 1)[0])
-        except ValueError:
-            return False
-        if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped:
-            addr = addr.ipv4_mapped
-        return any(addr in net for net in self.config.allowed_clients)
+        return _allowed(peer[0], self.config.allowed_clients)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if not self.client_allowed(request):
@@ -480,6 +475,21 @@ async def _read_body(request: web.Request) -> bytes:
             raise web.HTTPRequestEntityTooLarge(max_size=MAX_REQUEST_BODY, actual_size=size)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+@functools.lru_cache(maxsize=1024)
+def _allowed(
+    peer: str, networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+) -> bool:
+    """Is this client address in the allowed networks?  (Cached: a browser's address is asked
+    about on every request, and parsing it costs more than the rest of a memory hit's checks.)"""
+    try:
+        addr = ipaddress.ip_address(peer.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped:
+        addr = addr.ipv4_mapped
+    return any(addr in net for net in networks)
 
 
 def _sendable(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
