@@ -14,7 +14,8 @@ import functools
 import html
 import ipaddress
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from typing import BinaryIO
@@ -212,19 +213,7 @@ class ProxyServer:
             cached = await asyncio.to_thread(
                 services.store.lookup, url, url.file, "GET", b"", headers, prefer_good=prefer_good
             )
-        stored = Stored(cached.date, cached.status, cached.headers) if cached else None
-        action = decide(
-            mode,
-            stored,
-            datetime.now(UTC),
-            method=method,
-            directives=request_directives(
-                request.headers.get("Cache-Control"), request.headers.get("Pragma")
-            ),
-            rule_max_age=services.rule_max_age(url.canonical),
-            request_changed=services.config.request_changed,
-            ranged="Range" in request.headers,
-        )
+        action = self.action_for(url, method, request.headers, cached)
         if action is Action.SERVE:
             assert cached is not None
             return await self.serve_cached(request, cached)
@@ -270,6 +259,22 @@ class ProxyServer:
             return await self.serve_cached(request, outcome.not_modified)
         return sink.response or page_response(502, "Bad gateway", "No answer was relayed.")
 
+    def action_for(
+        self, url: URL, method: str, headers: Mapping[str, str], cached: CachedEntry | None
+    ) -> Action:
+        """What the policy says for this request and this copy (both fronts ask here)."""
+        services = self.services
+        return decide(
+            services.mode,
+            Stored(cached.date, cached.status, cached.headers) if cached else None,
+            datetime.now(UTC),
+            method=method,
+            directives=request_directives(headers.get("Cache-Control"), headers.get("Pragma")),
+            rule_max_age=services.rule_max_age(url.canonical),
+            request_changed=services.config.request_changed,
+            ranged="Range" in headers,
+        )
+
     # --- answers -------------------------------------------------------------------------
 
     def _queued(self, request: web.Request, url: URL, key: str, body: bytes) -> QueuedRequest:
@@ -310,47 +315,9 @@ class ProxyServer:
     async def serve_cached(
         self, request: web.Request, cached: CachedEntry, stale: str | None = None
     ) -> web.StreamResponse:
-        now = datetime.now(UTC)
-        headers = replay_headers(cached.headers)
-        recorded_length = get_header(cached.headers, "Content-Length")
-        headers = [(n, v) for n, v in headers if n.lower() not in ("content-length", "age")]
-        coding = get_header(cached.headers, "Content-Encoding")
-        decoder: ContentDecoder | None = None
-        if (
-            not _bodiless(cached)
-            and not accepts_coding(request.headers.get("Accept-Encoding"), coding)
-            and decodes(coding)
-        ):
-            # Vary: Accept-Encoding: this client cannot take the coded copy: decode it on the
-            # way out (a different representation, so its ETag becomes weak)
-            decoder = ContentDecoder(coding)
-            headers = [(n, v) for n, v in headers if n.lower() != "content-encoding"]
-            etag = get_header(headers, "ETag")
-            if etag and not etag.startswith("W/"):
-                headers = set_header(headers, "ETag", "W/" + etag)
-        elif _bodiless(cached) and recorded_length is not None:
-            # a HEAD (or 204/304) answer: its Content-Length describes the GET body it lacks
-            headers.append(("Content-Length", recorded_length))
-        elif not _bodiless(cached):
-            headers.append(("Content-Length", str(cached.payload_length)))
-        age = current_age(cached.date, now, get_header(cached.headers, "Age"))
-        headers.append(("Age", str(age)))
-        # ours alone: an X-Cache the origin's CDN sent stays in the archive, not in the answer
-        headers = set_header(headers, "X-Cache", "HIT")
-        if stale is not None:
-            headers.append(("Warning", f'111 {PSEUDONYM} "Revalidation Failed"'))
-            headers = set_header(headers, "X-Cache-Stale", stale)
-        headers = add_via(headers, (1, 1), PSEUDONYM)
-        status, reason = cached.status, cached.reason
-        send_body = request.method != "HEAD"
-        if stale is None and not_modified(
-            request.method, request.headers.items(), cached.status, cached.headers
-        ):
-            # the browser's own validators match the copy: RFC 9111 §4.3.2
-            status, reason, send_body = 304, "Not Modified", False
-            headers = not_modified_headers(headers) + [
-                (n, v) for n, v in headers if n in ("Age", "X-Cache", "Via")
-            ]
+        replay = plan_replay(cached, request.method, request.headers, stale=stale)
+        status, reason, headers = replay.status, replay.reason, replay.headers
+        send_body, decoder = replay.send_body, replay.decoder
         response = _Forwarded(status=status, reason=reason)
         for name, value in _sendable(headers):
             response.headers.add(name, value)
@@ -386,6 +353,72 @@ class ProxyServer:
         with contextlib.suppress(ConnectionError):
             await response.write_eof()
         return response
+
+
+@dataclass
+class Replay:
+    """How a cached copy is answered: status line, headers, whether a body follows, and the
+    decoder a client that does not take its content coding needs."""
+
+    status: int
+    reason: str
+    headers: Headers
+    send_body: bool
+    decoder: ContentDecoder | None
+
+
+def plan_replay(
+    cached: CachedEntry,
+    method: str,
+    request_headers: Mapping[str, str],
+    *,
+    stale: str | None = None,
+    now: datetime | None = None,
+) -> Replay:
+    """The answer from the cache (the aiohttp path and the fast front share it): recorded
+    end-to-end headers, ``Age``, ``X-Cache: HIT``, ``Via``; a decoded copy for a client without
+    the coding; a 304 when the browser's own validators match (RFC 9111 §4.3.2)."""
+    now = now or datetime.now(UTC)
+    headers = replay_headers(cached.headers)
+    recorded_length = get_header(cached.headers, "Content-Length")
+    headers = [(n, v) for n, v in headers if n.lower() not in ("content-length", "age")]
+    coding = get_header(cached.headers, "Content-Encoding")
+    decoder: ContentDecoder | None = None
+    if (
+        not _bodiless(cached)
+        and not accepts_coding(request_headers.get("Accept-Encoding"), coding)
+        and decodes(coding)
+    ):
+        # Vary: Accept-Encoding: this client cannot take the coded copy: decode it on the
+        # way out (a different representation, so its ETag becomes weak)
+        decoder = ContentDecoder(coding)
+        headers = [(n, v) for n, v in headers if n.lower() != "content-encoding"]
+        etag = get_header(headers, "ETag")
+        if etag and not etag.startswith("W/"):
+            headers = set_header(headers, "ETag", "W/" + etag)
+    elif _bodiless(cached) and recorded_length is not None:
+        # a HEAD (or 204/304) answer: its Content-Length describes the GET body it lacks
+        headers.append(("Content-Length", recorded_length))
+    elif not _bodiless(cached):
+        headers.append(("Content-Length", str(cached.payload_length)))
+    age = current_age(cached.date, now, get_header(cached.headers, "Age"))
+    headers.append(("Age", str(age)))
+    # ours alone: an X-Cache the origin's CDN sent stays in the archive, not in the answer
+    headers = set_header(headers, "X-Cache", "HIT")
+    if stale is not None:
+        headers.append(("Warning", f'111 {PSEUDONYM} "Revalidation Failed"'))
+        headers = set_header(headers, "X-Cache-Stale", stale)
+    headers = add_via(headers, (1, 1), PSEUDONYM)
+    status, reason = cached.status, cached.reason
+    send_body = method != "HEAD"
+    if stale is None and not_modified(
+        method, request_headers.items(), cached.status, cached.headers
+    ):
+        status, reason, send_body = 304, "Not Modified", False
+        headers = not_modified_headers(headers) + [
+            (n, v) for n, v in headers if n in ("Age", "X-Cache", "Via")
+        ]
+    return Replay(status, reason, headers, send_body, decoder)
 
 
 class BrowserSink:
