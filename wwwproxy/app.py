@@ -25,6 +25,7 @@ from .config import Config, ConfigError, load_config
 from .fetch.monitor import monitor_loop, monitor_path
 from .http.policy import Mode
 from .proxy.accesslog import SHUTDOWN_TIMEOUT, AccessLogger, quiet_bad_requests
+from .proxy.front import FrontListener
 from .proxy.server import ProxyServer
 from .recording.engine import Engine
 from .recording.services import Services
@@ -106,14 +107,21 @@ class Running:
     server: ProxyServer
     runner: web.AppRunner
     port: int
+    front: FrontListener
 
     @property
     def services(self) -> Services:
         return self.server.services
 
+    @property
+    def addresses(self) -> list[Any]:
+        """The socket addresses it listens on."""
+        return self.front.addresses
+
     async def stop(self) -> None:
         """Stop listening, let in-flight requests finish (bounded), close the upstream
         session, and let the search index catch up and close."""
+        self.front.close()
         await self.runner.cleanup()  # closes the services (ProxyServer's on_cleanup)
         search = self.services.search
         if search is not None:
@@ -139,17 +147,16 @@ async def start(config: Config, *, mode: Mode | None = None) -> Running:
         shutdown_timeout=SHUTDOWN_TIMEOUT,
     )
     await runner.setup()
-    site = web.TCPSite(runner, config.listen_host, config.listen_port, reuse_address=True)
+    # the fast front answers memory hits itself and hands every other request to aiohttp
+    front = FrontListener(server, runner.server)
     try:
-        await site.start()
+        port = await front.start(config.listen_host, config.listen_port)
     except OSError:
         await runner.cleanup()
         raise
-    sockets = [s for s in (site._server.sockets if site._server else [])]  # noqa: SLF001
-    port = sockets[0].getsockname()[1] if sockets else config.listen_port
     if config.listen_port == 0:
         services.listening_on(port)
-    return Running(server, runner, port)
+    return Running(server, runner, port, front)
 
 
 async def compact_loop(

@@ -22,7 +22,7 @@ def status_of(raw: bytes) -> int:
 async def test_listens_on_loopback_by_default(make_proxy):
     assert Config().listen_host == "127.0.0.1"
     proxy = await make_proxy(listen_host=Config().listen_host)
-    addresses = proxy.running.runner.addresses
+    addresses = proxy.running.addresses
     assert addresses and all(a[0] == "127.0.0.1" for a in addresses)
 
 

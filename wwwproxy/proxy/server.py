@@ -113,7 +113,7 @@ class ProxyServer:
         peer = request.transport.get_extra_info("peername") if request.transport else None
         if not peer:
             return False
-        return _allowed(peer[0], self.config.allowed_clients)
+        return allowed_address(peer[0], self.config.allowed_clients)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if not self.client_allowed(request):
@@ -319,7 +319,7 @@ class ProxyServer:
         status, reason, headers = replay.status, replay.reason, replay.headers
         send_body, decoder = replay.send_body, replay.decoder
         response = _Forwarded(status=status, reason=reason)
-        for name, value in _sendable(headers):
+        for name, value in sendable_headers(headers):
             response.headers.add(name, value)
         try:
             await response.prepare(request)
@@ -441,7 +441,7 @@ class BrowserSink:
             status, reason, self._swallow = 304, "Not Modified", True
             out = not_modified_headers(out) + [(n, v) for n, v in out if n in ("X-Cache", "Via")]
         response = _Forwarded(status=status, reason=reason)
-        for name, value in _sendable(out):
+        for name, value in sendable_headers(out):
             response.headers.add(name, value)
         has_length = get_header(headers, "Content-Length") is not None
         if not has_length and request.version < aiohttp.HttpVersion11:
@@ -511,7 +511,7 @@ async def _read_body(request: web.Request) -> bytes:
 
 
 @functools.lru_cache(maxsize=1024)
-def _allowed(
+def allowed_address(
     peer: str, networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
 ) -> bool:
     """Is this client address in the allowed networks?  (Cached: a browser's address is asked
@@ -525,7 +525,7 @@ def _allowed(
     return any(addr in net for net in networks)
 
 
-def _sendable(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+def sendable_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """Headers aiohttp can write: it writes text as UTF-8 and silently drops the escaped bytes
     of a value that was not UTF-8, so such a value is sent read as ISO-8859-1 instead (the
     archive keeps the exact bytes)."""

@@ -1,0 +1,115 @@
+"""The fast front: memory hits answered without aiohttp, the same answer aiohttp's path gives;
+everything else handed to aiohttp on the same connection, from the first byte it did not take."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from .conftest import read_response
+
+
+async def offline_with_copy(make_proxy, origin, path: str = "/page.html"):  # noqa: ANN001, ANN201
+    proxy = await make_proxy()
+    url = origin.url(path)
+    await proxy.get(url)
+    await proxy.recorded(url)
+    await proxy.control(mode="offline")
+    return proxy, url
+
+
+async def test_a_memory_hit_is_answered_by_the_fast_front_as_aiohttp_would(make_proxy, origin):
+    proxy, url = await offline_with_copy(make_proxy, origin)
+    front = proxy.running.front
+    slow = await proxy.get(url)  # read from disk (aiohttp's path), now in memory
+    before = front.answered
+    fast = await proxy.get(url)
+    assert front.answered == before + 1
+    assert (fast.status, fast.body) == (slow.status, slow.body) == (200, origin.HTML)
+    ignore = {"date", "server", "age"}
+    assert [(n, v) for n, v in fast.headers if n.lower() not in ignore] == [
+        (n, v) for n, v in slow.headers if n.lower() not in ignore
+    ]
+    assert fast.header("X-Cache") == "HIT" and fast.header("Date")
+
+
+async def test_pipelined_fast_slow_fast_on_one_connection(make_proxy, origin):
+    proxy, url = await offline_with_copy(make_proxy, origin)
+    await proxy.get(url)  # into memory
+    reader, writer = await proxy.connect_raw()
+    try:
+        get = f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        post = (
+            f"POST {origin.url('/form')} HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+        ).encode()
+        writer.write(get + post + get)
+        await writer.drain()
+        first = await read_response(reader)
+        second = await read_response(reader)  # aiohttp: offline, not cached: queued
+        third = await read_response(reader)
+    finally:
+        writer.close()
+    assert (first.status, first.body) == (200, origin.HTML)
+    assert second.status == 503
+    assert (third.status, third.body) == (200, origin.HTML)
+    assert len(proxy.outgoing()) == 1
+
+
+async def test_smuggling_attempts_after_a_fast_answer_are_refused(make_proxy, origin):
+    proxy, url = await offline_with_copy(make_proxy, origin)
+    await proxy.get(url)
+    for attack in (
+        f"GET {url} HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        f"GET {url} HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+        f"GET {url} HTTP/1.1\r\nHost: x\r\nX-Bad: a\x00b\r\n\r\n",
+        f"GET {url} HTTP/1.1\r\nHo st: x\r\n\r\n",
+    ):
+        fast = f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n"
+        reader, writer = await proxy.connect_raw()
+        try:
+            writer.write((fast + attack).encode())
+            await writer.drain()
+            first = await read_response(reader)
+            second = await read_response(reader)
+        finally:
+            writer.close()
+        assert (first.status, first.body) == (200, origin.HTML)
+        assert second.status == 400, (attack, second)
+    assert origin.hits["/page.html"] == 1  # offline: nothing reached the origin
+
+
+async def test_http10_without_keep_alive_is_closed_after_the_answer(make_proxy, origin):
+    proxy, url = await offline_with_copy(make_proxy, origin)
+    await proxy.get(url)
+    answer = await proxy.raw(f"GET {url} HTTP/1.0\r\n\r\n".encode())
+    assert answer.startswith(b"HTTP/1.0 200") and answer.endswith(origin.HTML)
+    assert b"Connection: close" in answer
+
+
+async def test_online_only_fresh_copies_are_answered_fast(make_proxy, origin):
+    proxy = await make_proxy(request_changed=600)
+    url = origin.url("/no-cache")  # the origin says no-cache: always asked
+    await proxy.get(url)
+    await proxy.recorded(url)
+    before = proxy.running.front.answered
+    again = await proxy.get(url)
+    assert again.header("X-Cache") == "MISS" and proxy.running.front.answered == before
+    fresh = origin.url("/max-age")
+    await proxy.get(fresh)
+    await proxy.recorded(fresh)
+    await proxy.get(fresh)  # from disk into memory
+    assert (await proxy.get(fresh)).header("X-Cache") == "HIT"
+    assert proxy.running.front.answered > before
+
+
+async def test_fast_answers_are_in_the_access_log(make_proxy, origin, caplog):
+    proxy, url = await offline_with_copy(make_proxy, origin)
+    await proxy.get(url)
+    caplog.set_level(logging.INFO, logger="aiohttp.access")
+    before = proxy.running.front.answered
+    await proxy.get(url)
+    await asyncio.sleep(0)
+    assert proxy.running.front.answered == before + 1
+    lines = [r.getMessage() for r in caplog.records if r.name == "aiohttp.access"]
+    assert any(f'"GET {url}" 200' in line and line.endswith("HIT") for line in lines), lines
