@@ -21,8 +21,10 @@ async def offline_with_copy(make_proxy, origin, path: str = "/page.html"):  # no
 async def test_a_memory_hit_is_answered_by_the_fast_front_as_aiohttp_would(make_proxy, origin):
     proxy, url = await offline_with_copy(make_proxy, origin)
     front = proxy.running.front
-    slow = await proxy.get(url)  # read from disk (aiohttp's path), now in memory
+    # a header the fast front leaves to aiohttp: this one is answered by aiohttp's path
     before = front.answered
+    slow = await proxy.get(url, headers={"Proxy-Authorization": "Basic eDp5"})
+    assert front.answered == before
     fast = await proxy.get(url)
     assert front.answered == before + 1
     assert (fast.status, fast.body) == (slow.status, slow.body) == (200, origin.HTML)
@@ -113,3 +115,27 @@ async def test_fast_answers_are_in_the_access_log(make_proxy, origin, caplog):
     assert proxy.running.front.answered == before + 1
     lines = [r.getMessage() for r in caplog.records if r.name == "aiohttp.access"]
     assert any(f'"GET {url}" 200' in line and line.endswith("HIT") for line in lines), lines
+
+
+async def test_a_copy_on_disk_is_read_in_and_answered_fast_on_the_same_connection(
+    make_proxy, origin
+):
+    proxy, url = await offline_with_copy(make_proxy, origin)
+    proxy.store.memory.clear()
+    front = proxy.running.front
+    before = front.answered
+    reader, writer = await proxy.connect_raw()
+    try:
+        for _ in range(3):
+            writer.write(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            await writer.drain()
+            reply = await read_response(reader)
+            assert (reply.status, reply.body) == (200, origin.HTML)
+        # a miss on the same connection goes to aiohttp (offline: queued)
+        writer.write(f"GET {origin.url('/never')} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        await writer.drain()
+        assert (await read_response(reader)).status == 503
+    finally:
+        writer.close()
+    assert front.answered == before + 3
+    assert len(proxy.store.memory) == 1

@@ -1,10 +1,11 @@
-"""The fast front: memory hits answered in microseconds, everything else handed to aiohttp.
+"""The fast front: cache hits answered in microseconds, everything else handed to aiohttp.
 
 aiohttp's server spends about 100 µs on a request before any of ours runs, which caps a cached
 1 KB page far below Squid.  This :class:`asyncio.Protocol` reads each request head itself (with
 ``httptools``, the parser uvicorn uses) and answers at once, with one write, a request that is
 a plain GET (no body, no upgrade, not for the proxy itself) whose copy is in the memory cache
-and that the policy says to serve.  Anything else, from the first byte of that request on, is
+and that the policy says to serve (a copy not yet in memory is read into it by a worker thread
+first, as aiohttp's path would).  Anything else, from the first byte of that request on, is
 handed to aiohttp's request handler on the same connection, so every rule of the aiohttp path
 (malformed and smuggled requests refused, CONNECT, command pages, misses, revalidation,
 non-GET, ranges, WebSockets) holds unchanged: the fast path only ever answers what the aiohttp
@@ -17,6 +18,7 @@ import asyncio
 import functools
 import logging
 import time
+from dataclasses import dataclass
 from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +32,7 @@ from .server import PSEUDONYM, allowed_address, plan_replay, sendable_headers
 if TYPE_CHECKING:
     from aiohttp import web
 
+    from ..archive.store import CachedEntry
     from .server import ProxyServer
 
 __all__ = ["FastFront", "FrontListener"]
@@ -71,6 +74,16 @@ class _Head:
         self.complete = True
 
 
+@dataclass(frozen=True)
+class _Request:
+    target: str
+    url: URL
+    headers: CIMultiDict[str]
+    header_list: list[tuple[str, str]]
+    version: str
+    keep_alive: bool
+
+
 class FastFront(asyncio.Protocol):
     """One browser connection, until its first request the fast path does not take."""
 
@@ -87,6 +100,9 @@ class FastFront(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
         self.peer: str | None = None
+        self.busy = False  # a copy is being looked up on disk for the first request
+        self.eof = False
+        self.pending: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -101,85 +117,149 @@ class FastFront(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
-        while self.transport is not None:
+        if not self.busy:
+            self._process()
+
+    def _process(self) -> None:
+        """Answer the complete request heads in the buffer, in order, until one is not ours."""
+        while self.transport is not None and not self.busy:
             end = self.buffer.find(b"\r\n\r\n")
             if end < 0:
                 if len(self.buffer) > MAX_HEAD:
                     self._hand_off()
+                elif self.eof:
+                    self._finish_eof()
                 return
-            if not self._answer(bytes(self.buffer[: end + 4])):
+            request = self._parse(bytes(self.buffer[: end + 4]))
+            if request is None:
+                self._hand_off()
+                return
+            cached = self.server.services.store.lookup_hot(
+                request.url, request.url.file, request.header_list, prefer_good=self._good()
+            )
+            if cached is None:
+                # not in memory: look on disk in a worker thread (what aiohttp's path would
+                # do), and go on with this connection when that is done
+                self.busy = True
+                self.pending = asyncio.ensure_future(self._from_disk(request, end + 4))
+                return
+            if not self._answer(request, cached):
                 self._hand_off()
                 return
             del self.buffer[: end + 4]
 
+    async def _from_disk(self, request: _Request, length: int) -> None:
+        store = self.server.services.store
+        try:
+            cached = await asyncio.to_thread(
+                store.lookup,
+                request.url,
+                request.url.file,
+                "GET",
+                b"",
+                request.header_list,
+                prefer_good=self._good(),
+            )
+        except Exception:  # noqa: BLE001 (aiohttp's path reports what is wrong with the copy)
+            cached = None
+        self.busy = False
+        if self.transport is None:
+            return
+        if cached is None or not self._answer(request, cached):
+            self._hand_off()
+            return
+        del self.buffer[:length]
+        self._process()
+
+    def _good(self) -> bool:
+        return self.server.services.config.keep_good_copy
+
     def eof_received(self) -> bool | None:
+        self.eof = True
+        if self.busy:
+            return True  # the answer being looked up is still sent
         if self.buffer:
             self._hand_off()  # a partial request: aiohttp says what is wrong with it
             return True
         return None
 
+    def _finish_eof(self) -> None:
+        if self.buffer:
+            self._hand_off()
+        elif self.transport is not None:
+            self.transport.close()
+            self.transport = None
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self.open_set.discard(self)
+        if self.pending is not None:
+            self.pending.cancel()
 
     # --- the fast answer -------------------------------------------------------------------
 
-    def _answer(self, head: bytes) -> bool:
-        """Answer one request head from memory if it qualifies; False hands it to aiohttp."""
+    def _parse(self, head: bytes) -> _Request | None:
+        """A request the fast path may answer: a plain GET of an http:// URL, no body, no
+        upgrade, from an allowed client, not for the proxy itself, not looping; else None."""
         if not head.startswith(b"GET http://") or len(head) > MAX_HEAD:
-            return False
+            return None
         parsed = _Head()
         parser = httptools.HttpRequestParser(parsed)
         try:
             parser.feed_data(head)
         except httptools.HttpParserError:
-            return False
+            return None
         if not parsed.complete or parser.should_upgrade():
-            return False
+            return None
         headers = CIMultiDict(parsed.headers)
         if any(name in _SLOW_HEADERS for name in map(str.lower, headers)):
-            return False
-        server = self.server
-        services = server.services
+            return None
+        services = self.server.services
         if self.peer is None or not allowed_address(self.peer, services.config.allowed_clients):
-            return False
+            return None
         if PSEUDONYM in headers.get("Via", ""):
-            return False
+            return None
         target = parsed.url.decode("latin-1")
         url = _canonical(target, services.local_host)
         if url is None or url.proto != "http" or services.is_own(url):
-            return False
-        prefer_good = services.config.keep_good_copy
-        cached = services.store.lookup_hot(
-            url, url.file, list(headers.items()), prefer_good=prefer_good
+            return None
+        return _Request(
+            target,
+            url,
+            headers,
+            parsed.headers,
+            parser.get_http_version(),
+            parser.should_keep_alive(),
         )
-        if cached is None or cached.body is None:
-            return False
+
+    def _answer(self, request: _Request, cached: CachedEntry) -> bool:
+        """Answer from ``cached`` (in memory) if the policy serves it; False hands it on."""
+        if cached.body is None:
+            return False  # too large for memory: aiohttp's path streams it from disk
         assert self.transport is not None
         if self.transport.get_write_buffer_size() > MAX_BUFFERED:
             return False  # a browser that does not read: aiohttp's flow control takes over
-        if server.action_for(url, "GET", headers, cached) is not Action.SERVE:
+        if self.server.action_for(request.url, "GET", request.headers, cached) is not Action.SERVE:
             return False
         start = time.monotonic()
-        replay = plan_replay(cached, "GET", headers)
+        replay = plan_replay(cached, "GET", request.headers)
         if replay.decoder is not None:
             return False  # decoding on the way out streams: the aiohttp path does it
-        version = parser.get_http_version()
-        keep_alive = parser.should_keep_alive()
+        version = request.version
         out = [f"HTTP/{version} {replay.status} {replay.reason}".encode("latin-1")]
         for name, value in sendable_headers(replay.headers):
             out.append(f"{name}: {value}".encode())
-        out.append(f"Date: {formatdate(usegmt=True)}".encode("latin-1"))
-        if not keep_alive:
+        if not any(name.lower() == "date" for name, _ in replay.headers):
+            out.append(f"Date: {formatdate(usegmt=True)}".encode("latin-1"))
+        if not request.keep_alive:
             out.append(b"Connection: close")
         elif version == "1.0":
             out.append(b"Connection: keep-alive")
         body = cached.body if replay.send_body else b""
-        assert self.transport is not None
         self.transport.write(b"\r\n".join(out) + b"\r\n\r\n" + body)
-        self._log(target, replay.status, len(body), time.monotonic() - start)
+        self._log(request.target, replay.status, len(body), time.monotonic() - start)
         self.listener.answered += 1
-        if not keep_alive:
+        if not request.keep_alive:
             self.transport.close()
             self.transport = None
         return True
