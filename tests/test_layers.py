@@ -97,3 +97,11 @@ def test_proxy_server_is_built_only_by_the_wiring():
         and p.relative_to(PACKAGE).parts[0] not in ("proxy", "app.py")
     ]
     assert not users
+
+
+def test_every_package_folder_is_a_package():
+    """setuptools' find_packages (pyproject) ships only folders with an ``__init__.py``: a
+    folder without one works from a checkout but is missing from ``pip install .``."""
+    folders = [p for p in PACKAGE.rglob("*") if p.is_dir() and p.name != "__pycache__"]
+    missing = [str(p.relative_to(PACKAGE)) for p in folders if not (p / "__init__.py").exists()]
+    assert not missing

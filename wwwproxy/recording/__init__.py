@@ -1,0 +1,2 @@
+"""The one fetch-and-record engine (engine.py), the upstream client (upstream.py) and the
+services object everything above shares (services.py)."""
