@@ -139,3 +139,24 @@ async def test_a_copy_on_disk_is_read_in_and_answered_fast_on_the_same_connectio
         writer.close()
     assert front.answered == before + 3
     assert len(proxy.store.memory) == 1
+
+
+async def test_bare_line_feeds_are_judged_by_aiohttp_at_once(make_proxy, origin):
+    proxy, url = await offline_with_copy(make_proxy, origin)
+    answer = await proxy.raw(f"GET {url} HTTP/1.1\nHost: x\n\n".encode(), timeout=5)
+    # answered (served or refused) at once, not held until the idle timeout
+    assert answer.startswith((b"HTTP/1.1 ", b"HTTP/1.0 400")), answer
+
+
+async def test_an_idle_connection_is_closed(make_proxy, origin, monkeypatch):
+    from wwwproxy.proxy import front
+
+    monkeypatch.setattr(front, "IDLE_TIMEOUT", 0.3)
+    proxy, url = await offline_with_copy(make_proxy, origin)
+    reader, writer = await proxy.connect_raw()
+    try:
+        writer.write(b"GET http://example.com/ HTT")  # and nothing more
+        await writer.drain()
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the proxy
+    finally:
+        writer.close()

@@ -38,7 +38,10 @@ if TYPE_CHECKING:
 __all__ = ["FastFront", "FrontListener"]
 
 access_log = logging.getLogger("aiohttp.access")
+log = logging.getLogger("wwwproxy.proxy")
 
+#: seconds a connection may stay without completing a request (aiohttp's keep-alive timeout)
+IDLE_TIMEOUT = 75.0
 MAX_BUFFERED = 4 * 1024 * 1024  # answers waiting for a slow browser before aiohttp takes over
 MAX_HEAD = 16 * 1024  # as aiohttp's max_line_size/max_field_size: longer heads go to aiohttp
 #: request headers that make a request one the fast path does not take
@@ -103,12 +106,27 @@ class FastFront(asyncio.Protocol):
         self.busy = False  # a copy is being looked up on disk for the first request
         self.eof = False
         self.pending: asyncio.Future[None] | None = None
+        self.timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if peer else None
         self.open_set.add(self)
+        self._arm()
+
+    def _arm(self) -> None:
+        """(Re)start the idle timer: a connection that completes no request in time is closed
+        (one that sends a head byte by byte does not hold a socket for ever)."""
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = asyncio.get_running_loop().call_later(IDLE_TIMEOUT, self._idle)
+
+    def _idle(self) -> None:
+        self.timer = None
+        if self.transport is not None and not self.busy:
+            self.transport.close()
+            self.transport = None
 
     def close(self) -> None:
         """Shutdown: a connection still here is idle between requests (answers are whole)."""
@@ -118,15 +136,19 @@ class FastFront(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.buffer += data
         if not self.busy:
-            self._process()
+            try:
+                self._process()
+            except Exception:  # noqa: BLE001 (never lose the request: aiohttp answers it)
+                log.exception("fast front: handing the request to aiohttp")
+                self._hand_off()
 
     def _process(self) -> None:
         """Answer the complete request heads in the buffer, in order, until one is not ours."""
         while self.transport is not None and not self.busy:
             end = self.buffer.find(b"\r\n\r\n")
             if end < 0:
-                if len(self.buffer) > MAX_HEAD:
-                    self._hand_off()
+                if len(self.buffer) > MAX_HEAD or b"\n\n" in self.buffer:
+                    self._hand_off()  # too long, or bare line feeds: aiohttp judges it
                 elif self.eof:
                     self._finish_eof()
                 return
@@ -165,11 +187,15 @@ class FastFront(asyncio.Protocol):
         self.busy = False
         if self.transport is None:
             return
-        if cached is None or not self._answer(request, cached):
+        try:
+            if cached is None or not self._answer(request, cached):
+                self._hand_off()
+                return
+            del self.buffer[:length]
+            self._process()
+        except Exception:  # noqa: BLE001 (as in data_received)
+            log.exception("fast front: handing the request to aiohttp")
             self._hand_off()
-            return
-        del self.buffer[:length]
-        self._process()
 
     def _good(self) -> bool:
         return self.server.services.config.keep_good_copy
@@ -193,6 +219,8 @@ class FastFront(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self.open_set.discard(self)
+        if self.timer is not None:
+            self.timer.cancel()
         if self.pending is not None:
             self.pending.cancel()
 
@@ -259,6 +287,7 @@ class FastFront(asyncio.Protocol):
         self.transport.write(b"\r\n".join(out) + b"\r\n\r\n" + body)
         self._log(request.target, replay.status, len(body), time.monotonic() - start)
         self.listener.answered += 1
+        self._arm()
         if not request.keep_alive:
             self.transport.close()
             self.transport = None
@@ -278,6 +307,9 @@ class FastFront(asyncio.Protocol):
         a new connection, fed what was read and not answered."""
         transport, self.transport = self.transport, None
         self.open_set.discard(self)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         if transport is None or transport.is_closing():
             return
         handler: Any = self.handler_factory()
