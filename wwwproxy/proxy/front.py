@@ -26,8 +26,9 @@ import httptools
 from multidict import CIMultiDict
 
 from ..http.policy import Action
+from ..recording.engine import PSEUDONYM
 from ..url import URL, InvalidURL, canonicalize
-from .server import PSEUDONYM, allowed_address, plan_replay, sendable_headers
+from .replay import allowed_address, plan_replay, sendable_headers
 
 if TYPE_CHECKING:
     from aiohttp import web
