@@ -139,6 +139,16 @@ def test_new_capture_replaces_the_text_and_revisit_keeps_it(store):
     assert hit.title == "v2" and hit.fetched.startswith("2022")
 
 
+def test_an_error_answer_never_replaces_the_good_page(store):
+    store, index = store
+    url = "http://e.example/kept"
+    put(store, url, b"<title>good</title>cherry", HTML, when=datetime(2020, 1, 1, tzinfo=UTC))
+    put(store, url, b"gone", HTML, status=404, when=datetime(2021, 1, 1, tzinfo=UTC))
+    index.flush()
+    (hit,) = index.search("cherry").hits
+    assert hit.title == "good" and hit.fetched.startswith("2020")
+
+
 def test_remove_remove_files_prune_and_rebuild(store):
     store, index = store
     for name in ("a", "b", "c"):

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..http.content import charset_param, decode_content
+from ..http.policy import is_good
 from .cdxj import CDXJError, CDXJRecord
 from .store import StoreError
 from .warc import WARCFormatError, open_payload
@@ -347,6 +348,11 @@ class SearchIndex:
             )
             return cur.rowcount > 0
 
+    def _has_good(self, key: str) -> bool:
+        with self._lock:
+            row = self._conn.execute("SELECT status FROM pages WHERE key = ?", (key,)).fetchone()
+        return row is not None and isinstance(row[0], int) and is_good(row[0])
+
     def index_capture(self, store: Store, line: CDXJRecord) -> bool:
         """Index the capture an index line points at; False if it was not readable, or its
         cache file is gone (deleted while it waited to be indexed: it must not come back)."""
@@ -361,6 +367,8 @@ class SearchIndex:
             return False
         if line.record_type == "revisit" and self._touch(key, line.timestamp, status):
             return True
+        if isinstance(status, int) and not is_good(status) and self._has_good(key):
+            return True  # an error answer never replaces the good page (keep-the-good-copy)
         ref = line.warcfile
         file = ref[0] if ref else None
         mime = line.fields.get("mct")
