@@ -75,9 +75,32 @@ async def test_own_address_absolute_root_is_not_forwarded(proxy):
 
 
 async def test_origin_form_request_is_a_command(proxy):
-    raw = await proxy.raw(b"GET /control/?format=json HTTP/1.1\r\nHost: anything\r\n\r\n")
+    host = f"127.0.0.1:{proxy.port}".encode()
+    raw = await proxy.raw(b"GET /control/?format=json HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
     assert status_of(raw) == 200
     assert b'"mode": "online"' in raw
+    for own in (b"localhost:%d" % proxy.port, b"[::1]:%d" % proxy.port):
+        raw = await proxy.raw(b"GET /control/?format=json HTTP/1.1\r\nHost: " + own + b"\r\n\r\n")
+        assert status_of(raw) == 200, own
+
+
+async def test_dns_rebinding_never_reaches_the_command_pages(proxy):
+    """A page on evil.example whose name now points at 127.0.0.1 sends path-only requests
+    with its own Host: no history, no form token, no configuration change."""
+    evil = f"evil.example:{proxy.port}".encode()
+    for request in (
+        b"GET /search/?q=a HTTP/1.1\r\nHost: " + evil + b"\r\n\r\n",
+        b"GET /control/ HTTP/1.1\r\nHost: " + evil + b"\r\n\r\n",
+        b"GET /index/ HTTP/1.1\r\nHost: " + evil + b"\r\n\r\n",
+        b"POST /config/ HTTP/1.1\r\nHost: " + evil + b"\r\nX-Wwwproxy-Request: 1\r\n"
+        b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 26\r\n\r\n"
+        b"key=listen&value=0.0.0.0:1",
+        b"GET /control/ HTTP/1.1\r\nHost: anything\r\n\r\n",
+    ):
+        raw = await proxy.raw(request)
+        assert status_of(raw) == 421, raw[:200]
+        assert b"token" not in raw and b"wwwproxy_token" not in raw
+    assert proxy.running.services.config.listen_host == "127.0.0.1"
 
 
 async def test_request_that_already_passed_through_is_a_loop(proxy, origin):

@@ -126,6 +126,14 @@ class ProxyServer:
             target = inside.origin() + target
             request[LOGGED_URL] = target  # the access log shows the whole https:// URL
         elif target.startswith("/"):
+            if not self._host_is_own(request):
+                # a page reached through DNS rebinding (``Host: evil.example:8080``) must not
+                # read the browsing history, take a form token or change the configuration
+                return page_response(
+                    421,
+                    "Misdirected request",
+                    "This is wwwproxy; its pages answer only requests addressed to it.",
+                )
             return await self.command(request, None)
         try:
             url = canonicalize(target, local_host=self.services.local_host)
@@ -176,6 +184,19 @@ class ProxyServer:
             log.info("request body of %s not received: %s", url.canonical, exc)
             return page_response(400, "Incomplete request body", "The request body was cut off.")
         return await self.proxy(request, url, body)
+
+    def _host_is_own(self, request: web.Request) -> bool:
+        """Does an origin-form request's ``Host`` name this proxy?  (None: an HTTP/1.0 client
+        that sent none, which no browser page can make.)"""
+        host = request.headers.get("Host")
+        if host is None:
+            return True
+        try:
+            url = canonicalize(f"http://{host}/", local_host=self.services.local_host)
+        except InvalidURL:
+            return False
+        local = request.transport.get_extra_info("sockname") if request.transport else None
+        return self.services.is_own(url, local if isinstance(local, tuple) else None)
 
     async def command(self, request: web.Request, url: URL | None) -> web.StreamResponse:
         if self.commands is not None:
