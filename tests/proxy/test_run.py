@@ -119,6 +119,13 @@ async def test_serve_records_switches_mode_and_logs(proxy, origin) -> None:
     assert f'"GET http://127.0.0.1:{oport}/a" 200' in text
     assert text.count(f"http://127.0.0.1:{oport}/a") == 2
     assert " MISS" in text and " HIT" in text
+    # the cache is private to the user: files 0600, folders 0700
+    cache = conf.parent / "cache"
+    made = [p for p in cache.rglob("*") if not p.is_symlink()]
+    assert any(p.suffix == ".gz" for p in made)
+    for path in made:
+        mode = path.stat().st_mode & 0o777
+        assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
 
 
 async def test_sighup_reloads_config(proxy, origin) -> None:

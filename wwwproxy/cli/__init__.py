@@ -11,6 +11,7 @@ import argparse
 import base64
 import io
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -358,6 +359,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # the cache holds a person's browsing (and the CA's key): everything wwwproxy creates is
+    # the user's alone, as the systemd unit's UMask=0077 makes it there
+    os.umask(0o077)
     try:
         return args.func(args)
     except BrokenPipeError:
