@@ -173,6 +173,8 @@ class Client:
         fields = list(data.items()) if isinstance(data, dict) else list(data or [])
         if token:
             fields.append(("token", await self.token()))
+        # as a browser submitting the proxy's own form: its Origin is the proxy's
+        kwargs["headers"] = {"Origin": self.base, **kwargs.get("headers", {})}
         async with self.session.post(self.url(path), data=fields, **self._kw(kwargs)) as resp:
             return resp.status, await resp.text(), resp.headers
 

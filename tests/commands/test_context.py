@@ -51,6 +51,48 @@ async def test_token_of_another_session_is_refused(proxy, client):
     assert proxy.services.mode is Mode.ONLINE
 
 
+async def test_a_cookie_planted_by_another_port_cannot_forge_the_token(proxy):
+    """Issue 12, finding 2: a page on http://127.0.0.1:18001/ sets wwwproxy_token=AAAA... (cookies
+    do not keep ports apart) and submits the same value as the form's token."""
+    planted = "A" * 43
+    jar = aiohttp.CookieJar(unsafe=True)
+    jar.update_cookies(
+        {TOKEN_COOKIE: planted}, aiohttp.client.URL(f"http://127.0.0.1:{proxy.port}")
+    )
+    async with aiohttp.ClientSession(cookie_jar=jar, timeout=TIMEOUT) as browser:
+        url = f"http://127.0.0.1:{proxy.port}/control/"
+        for origin in (f"http://127.0.0.1:{proxy.port}", "http://127.0.0.1:18001"):
+            async with browser.post(
+                url, data={"mode": "offline", "token": planted}, headers={"Origin": origin}
+            ) as resp:
+                assert resp.status == 403
+    assert proxy.services.mode is Mode.ONLINE
+
+
+async def test_state_changes_need_the_proxy_as_origin_or_referer(client, proxy):
+    token = await client.token()
+    other_port = f"http://127.0.0.1:{proxy.port + 1 if proxy.port < 65535 else 1}"
+    for headers in (
+        {"Origin": other_port},
+        {"Origin": "null"},
+        {"Origin": "", "Referer": other_port},
+    ):
+        status, _, _ = await client.post(
+            "/control/", {"mode": "offline", "token": token}, token=False, headers=headers
+        )
+        assert status == 403, headers
+    assert proxy.services.mode is Mode.ONLINE
+    # a browser that sends only a Referer of the proxy's own page is fine
+    async with client.session.post(
+        client.url("/control/"),
+        data={"mode": "offline", "token": token},
+        headers={"Referer": client.base + "/control/"},
+        **client._kw({}),
+    ) as resp:
+        assert resp.status == 200
+    assert proxy.services.mode is Mode.OFFLINE
+
+
 async def test_post_with_the_page_token_works(client, proxy):
     status, text, _ = await client.post("/control/", {"mode": "offline"})
     assert status == 200 and "Mode is now offline" in text

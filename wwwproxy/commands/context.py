@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import json
 import re
@@ -26,14 +27,21 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from ..url import URL, InvalidURL
+from ..url import URL, InvalidURL, canonicalize
 from ..url.form import FormArgs
 from .template import clean, esc, layout
 
 if TYPE_CHECKING:
     from ..recording.services import Services
 
-__all__ = ["API_HEADER", "TOKEN_COOKIE", "Context", "PageError"]
+__all__ = ["API_HEADER", "TOKEN_COOKIE", "Context", "PageError", "form_token"]
+
+
+def form_token(secret: bytes, nonce: str) -> str:
+    """The form token that goes with a cookie nonce (HMAC-SHA256, URL-safe Base64)."""
+    digest = hmac.new(secret, nonce.encode("ascii", "replace"), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+
 
 #: Non-browser clients (the ``wwwproxy`` CLI) send this header on state-changing requests; a
 #: cross-site page cannot (a custom header needs a CORS preflight that we never grant).
@@ -71,7 +79,8 @@ class Context:
     path: str
     args: FormArgs
     wants_json: bool
-    token: str = ""
+    #: the session's random nonce, kept in the token cookie
+    nonce: str = ""
     new_token: bool = False
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -83,6 +92,13 @@ class Context:
         if _TOKEN.fullmatch(cookie):
             return cls(request, services, path, args, wants_json, cookie, False)
         return cls(request, services, path, args, wants_json, secrets.token_urlsafe(32), True)
+
+    @property
+    def token(self) -> str:
+        """The form token: an HMAC of the cookie's nonce under this proxy's own secret, so a
+        cookie planted by another site on the same host (another port: cookies do not keep
+        ports apart) cannot come with a matching token."""
+        return form_token(self.services.form_secret, self.nonce)
 
     # --- arguments -------------------------------------------------------------------------
 
@@ -151,8 +167,22 @@ class Context:
             return True
         if self.new_token:  # no (valid) cookie: nothing to compare the form's token with
             return False
+        if not self._same_origin():
+            return False
         given = self.args.get("token") or ""
         return hmac.compare_digest(self.token.encode(), clean(given).encode())
+
+    def _same_origin(self) -> bool:
+        """A browser's state change must come from the proxy's own pages: its ``Origin`` (or,
+        without one, its ``Referer``) names this proxy, port included."""
+        source = self.request.headers.get("Origin") or self.request.headers.get("Referer")
+        if not source:
+            return False
+        try:
+            url = canonicalize(source, local_host=self.services.local_host)
+        except InvalidURL:
+            return False
+        return url.proto == "http" and self.services.is_own(url)
 
     def refuse_post(self) -> web.Response | None:
         """The answer refusing this POST, or None when it may go ahead."""
@@ -179,7 +209,7 @@ class Context:
             response.headers.setdefault(name, value)
         if self.new_token:
             response.set_cookie(
-                TOKEN_COOKIE, self.token, httponly=True, samesite="Strict", path="/"
+                TOKEN_COOKIE, self.nonce, httponly=True, samesite="Strict", path="/"
             )
         return response
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import ipaddress
+import secrets
 import ssl
 from collections.abc import Coroutine
 from datetime import UTC, datetime
@@ -64,6 +65,8 @@ class Services:
             UpstreamTimeouts(config.connect_timeout, config.read_timeout),
             finish_on_disconnect=config.finish_on_disconnect,
         )
+        #: the key of the command pages' form tokens (new each start: old pages reload)
+        self.form_secret = secrets.token_bytes(32)
         #: /refresh/ jobs, newest first (the page shows them)
         self.refresh_jobs: list[Any] = []
         self._background: set[asyncio.Task[Any]] = set()
