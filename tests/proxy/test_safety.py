@@ -245,3 +245,22 @@ async def test_client_leaving_mid_request_body(proxy, origin, data):
     assert origin.hits["/echo"] == 0
     assert proxy.outgoing() == []
     assert (await proxy.get(origin.url("/page.html"))).status == 200
+
+
+async def test_an_impossible_content_length_is_400_and_never_forwarded(proxy, origin):
+    """Issue 12, finding 10: 2^64-1 was taken as no body and forwarded as 0."""
+    raw = await proxy.raw(
+        f"POST {origin.url('/form')} HTTP/1.1\r\nHost: x\r\n"
+        "Content-Length: 18446744073709551615\r\n\r\nabc".encode()
+    )
+    assert status_of(raw) == 400
+    assert origin.hits["/form"] == 0
+
+
+async def test_a_host_name_too_long_for_a_file_name_is_404_not_500(proxy):
+    """Issue 12, finding 8: /index/http/<4,100-char host>/ was a 500 with a traceback."""
+    host = f"127.0.0.1:{proxy.port}".encode()
+    raw = await proxy.raw(
+        b"GET /index/http/" + b"a" * 4100 + b"/ HTTP/1.1\r\nHost: " + host + b"\r\n\r\n"
+    )
+    assert status_of(raw) == 404

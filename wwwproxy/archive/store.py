@@ -524,9 +524,12 @@ class Store:
         directory = self.root / proto / hostport
         if not _SEGMENT.fullmatch(proto) or not _SEGMENT.fullmatch(hostport):
             return iter(())
-        if not directory.is_dir():
+        try:
+            if not directory.is_dir():
+                return iter(())
+            return iter(sorted(directory.glob("*" + WARC_SUFFIX)))
+        except OSError:  # a name no file system holds (too long): no such host here
             return iter(())
-        return iter(sorted(directory.glob("*" + WARC_SUFFIX)))
 
     # --- deleting ----------------------------------------------------------------------------
 

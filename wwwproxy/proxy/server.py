@@ -170,6 +170,15 @@ class ProxyServer:
                     "</code> needs a live connection, and conversations are not cached.",
                 )
             return await relay_websocket(request, url, self.services)
+        announced = request.content_length
+        if announced is not None and announced > MAX_REQUEST_BODY:
+            if announced >= 2**63:  # not a length any body can have: a smuggling probe
+                return page_response(400, "Bad request", "The Content-Length is not valid.")
+            return page_response(
+                413,
+                "Request body too large",
+                f"Request bodies are limited to {MAX_REQUEST_BODY // 2**20} MiB.",
+            )
         try:
             body = await _read_body(request)
         except web.HTTPRequestEntityTooLarge:
