@@ -35,7 +35,6 @@ import math
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -45,6 +44,7 @@ from pathlib import Path
 
 import aiohttp
 from aiohttp import web
+from procs import free_port, wait_for_port  # bench/procs.py (run from bench/)
 
 SIZES = {"1k": 1024, "100k": 100 * 1024}
 WARMUP = 32  # requests per scenario before the clock starts (own URLs in (b), not counted)
@@ -231,28 +231,6 @@ async def scenario(
 
 
 # --- the processes ---------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-async def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, limit: float) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with status {proc.returncode} before listening")
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.05)
-            continue
-        writer.close()
-        await writer.wait_closed()
-        return
-    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {limit:.0f} s")
 
 
 def stop_process(proc: subprocess.Popen[bytes] | None, what: str) -> str:

@@ -169,7 +169,6 @@ import pwd
 import random
 import shutil
 import signal
-import socket
 import ssl
 import statistics
 import subprocess
@@ -181,6 +180,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
+from procs import free_port, wait_for_port  # bench/procs.py (run from bench/)
 
 REPO = Path(__file__).resolve().parent.parent
 NGINX = "/usr/sbin/nginx"
@@ -322,29 +322,6 @@ def stop(proc: subprocess.Popen[bytes] | None, what: str) -> str:
     return f"{what}: exit {proc.returncode}"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-async def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with status {proc.returncode}:\n{tail(log)}")
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.05)
-            continue
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
-        return
-    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port}:\n{tail(log)}")
-
-
 def tail(path: Path, lines: int = 20) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -473,8 +450,10 @@ async def start_nginx(tmp: Path, cert: Path) -> tuple[Server, int]:
     # -e: the error log before the configuration is read (else /var/log/nginx/error.log)
     proc = spawn([NGINX, "-p", f"{ngx}/", "-e", str(ngx / "error.log"), "-c", str(conf)], log, ngx)
     server = Server("nginx", proc, port, log)
-    await wait_for_port(port, proc, "nginx", ngx / "error.log")
-    await wait_for_port(tls_port, proc, "nginx (TLS)", ngx / "error.log")
+    await wait_for_port(port, proc, "nginx", START_TIMEOUT, lambda: tail(ngx / "error.log"))
+    await wait_for_port(
+        tls_port, proc, "nginx (TLS)", START_TIMEOUT, lambda: tail(ngx / "error.log")
+    )
     workers = child_pids(proc.pid)
     server.stat_pid = workers[0] if workers else proc.pid
     return server, tls_port
@@ -527,7 +506,7 @@ async def start_squid(tmp: Path, service: str) -> Server:
         raise RuntimeError(f"squid -z failed ({made.returncode}):\n{tail(sq / 'cache.log')}")
     proc = spawn([SQUID, "-n", service, "-N", "-f", str(conf)], log, sq)
     server = Server("Squid", proc, port, log, access_log=sq / "access.log")
-    await wait_for_port(port, proc, "squid", sq / "cache.log")
+    await wait_for_port(port, proc, "squid", START_TIMEOUT, lambda: tail(sq / "cache.log"))
     return server
 
 
@@ -560,7 +539,7 @@ async def start_wwwproxy(
         tmp,
     )
     server = Server("wwwproxy", proc, port, log, access_log=log)
-    await wait_for_port(port, proc, "wwwproxy", log)
+    await wait_for_port(port, proc, "wwwproxy", START_TIMEOUT, lambda: tail(log))
     return server
 
 
