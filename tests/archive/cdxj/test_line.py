@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import random
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wwwproxy.archive.cdxj import (
     CDXJError,
@@ -19,6 +24,7 @@ from wwwproxy.archive.cdxj import (
     parse_ref,
     read_journal,
 )
+from wwwproxy.archive.cdxj.line import _KEY_ORDER, _parse_canonical
 
 from .conftest import GOOD_JSON, SHA, TS, _with_json, rec
 
@@ -238,3 +244,150 @@ def test_parse_header() -> None:
     for bad in ["!OpenWayback-CDXJ", "!OpenWayback-CDXJ one", "!OpenWayback-CDXJ 1.0 x"]:
         with pytest.raises(CDXJError, match="malformed format header"):
             parse_header(bad)
+
+
+# --------------------------------------------------------------------------------------------
+# The fast path for canonical lines agrees with the full parser
+
+_CHARS = st.sampled_from(list('a/#.:"\\ \x00\x1f\x7f\n\r\tä😀\u2028\u00a0-+_=0Z'))
+_PLAIN = st.text(  # strings JSON writes as they are: the fast path's own ground
+    st.characters(codec="utf-8", exclude_characters='"\\', exclude_categories=("Cc", "Cs")),
+    min_size=1,
+    max_size=8,
+)
+_TEXT = st.one_of(_PLAIN, _PLAIN, st.text(_CHARS, max_size=8))
+_FIELD_VALUES = {
+    "sha": st.one_of(st.just(SHA), st.just(SHA), _TEXT),
+    "dig": st.one_of(st.just("sha256:AB+/="), st.just("x:a b"), _TEXT),
+    "hsc": st.one_of(st.integers(0, 1200), st.sampled_from(["200", "2000", "abc"]), st.booleans()),
+    "mct": st.one_of(st.just(""), _TEXT),
+    "rid": _TEXT,
+    "cle": st.one_of(st.integers(-2, 10**20), _TEXT),
+    "ple": st.integers(0, 10),
+    "rle": st.one_of(st.integers(0, 10**6), st.integers(0, 10**6), st.floats(allow_nan=False)),
+    "rct": _TEXT,
+    "rou": _TEXT,
+    "rod": st.sampled_from(["2025", "2025-02-30T00:00:00Z", "x", TS]),
+    "roi": _TEXT,
+    "sts": st.just(TS),
+    "extra": st.one_of(_TEXT, st.lists(st.integers(), max_size=2)),
+}
+_REFS = st.one_of(
+    st.builds(lambda n, o: f"warcfile:{n}#{o}", _TEXT, st.integers(0, 10**6)),
+    st.sampled_from(["warcfile:.#1", "warcfile:..#1", "warcfile:.a#1", "warcfile:a#b", "urn:x"]),
+    _TEXT,
+)
+
+
+def _outcome(parse: Callable[[], CDXJRecord]) -> object:
+    """Everything a parse yields, with value types (``1 == True`` would hide a difference)."""
+    try:
+        r = parse()
+    except CDXJError as e:
+        return ("error", str(e))
+    fields = [(k, type(v), v) for k, v in r.fields.items()]
+    return (r.key, r.timestamp, r.record_type, fields, r.sort_key, r.to_line(), hash(r))
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    key=st.one_of(st.just("(com,a,)/x"), _PLAIN, st.text(_CHARS, min_size=0, max_size=6)),
+    ts=st.sampled_from([TS, TS, TS, "2024-02-29T23:59:59.000000Z", "2023-02-29T00:00:00.000000Z",
+                        "2024-01-01T24:00:00.000000Z", "2024-01-01T00:00:60.000000Z", "2024",
+                        "0000-01-01T00:00:00.000000Z", "2024-01-01T00:00:00.0000000Z"]),
+    rtype=st.sampled_from(["response", "revisit", "revisit", "request", "re vis", ""]),
+    uri=st.one_of(st.just("http://example.com/"), _TEXT),
+    ref=_REFS,
+    optional=st.dictionaries(st.sampled_from(sorted(_FIELD_VALUES)), st.none(), max_size=5),
+    data=st.data(),
+    order=st.randoms(use_true_random=False),
+    edit=st.tuples(st.integers(0, 400), st.integers(0, 3), st.text(_CHARS, max_size=3)),
+)  # fmt: skip
+def test_fast_path_agrees_with_the_full_parser(
+    key: str, ts: str, rtype: str, uri: str, ref: str, optional: dict, data: st.DataObject,
+    order: random.Random, edit: tuple[int, int, str],
+) -> None:  # fmt: skip
+    fields: dict[str, object] = {"uri": uri, "ref": ref}
+    for name in optional:
+        fields[name] = data.draw(_FIELD_VALUES[name], label=name)
+    canonical = {name: n for n, name in enumerate(_KEY_ORDER)}
+    items = sorted(fields.items(), key=lambda item: canonical.get(item[0], len(canonical)))
+    if order.random() < 0.2:
+        order.shuffle(items)
+    block = json.dumps(dict(items), ensure_ascii=order.random() < 0.1, separators=(",", ":"))
+    line = f"{key} {ts} {rtype} {block}"
+    at, kind, text = edit
+    if kind == 1:  # damage the line
+        line = line[:at] + text + line[at + 1 :]
+    for candidate in (line, line + "\n"):
+        full = _outcome(lambda c=candidate: CDXJRecord._parse_text(c.removesuffix("\n")))
+        assert _outcome(lambda c=candidate: CDXJRecord._parse(c)) == full
+        assert _outcome(lambda c=candidate: CDXJRecord._parse(c.encode())) == full
+
+
+def test_lines_this_module_writes_take_the_fast_path() -> None:
+    store_like = CDXJRecord.build(
+        "(com,example,)/a?b=1", TS, "response", uri="http://example.com/a?b=1",
+        ref=make_ref("x.warc.gz", 12), sha=SHA, hsc=200, mct="text/html",
+        rid="<urn:uuid:1>", rle=123,
+    )  # fmt: skip
+    revisit = CDXJRecord.build(
+        "(com,example,)/", TS, "revisit", uri="http://example.com/", ref=make_ref("y", 0),
+        sha=SHA, hsc="304", rou="http://example.com/", rod="2025-01-01T00:00:00Z", roi="<x>",
+    )  # fmt: skip
+    for record in (store_like, revisit, rec("(a,)/")):
+        fast = _parse_canonical(record.sort_key.decode(), record.sort_key)
+        assert fast == record and fast is not None and fast.sort_key == record.sort_key
+    with_escape = rec("(a,)/", uri='http://a/"q"')
+    assert _parse_canonical(with_escape.sort_key.decode(), None) is None  # the full way
+    assert CDXJRecord.parse_line(with_escape.to_line()) == with_escape
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        '{"uri":"u","ref":"warcfile:.#1"}',
+        '{"uri":"u","ref":"warcfile:..#1"}',
+        '{"uri":"u","ref":"warcfile:a/b#1"}',
+        '{"uri":"u","ref":"warcfile:#1"}',
+        '{"uri":"u","ref":"warcfile:a#"}',
+        '{"uri":"u","ref":"warcfile:a#1#2"}',
+        '{"uri":"u","ref":"warcfile:a#1#b"}',
+        '{"uri":"u","ref":"r","rou":"x"}',
+        '{"uri":"u","ref":"r","rod":"2025-02-30"}',
+        '{"uri":"u","ref":"r","roi":"x"}',
+        '{"uri":"u","ref":"r","rle":01}',
+        '{"uri":"u","ref":"r","rle":-1}',
+        '{"uri":"u","ref":"r","cle":1.0}',
+        '{"uri":"u","hsc":99,"ref":"r"}',
+        '{"uri":"u","hsc":"20","ref":"r"}',
+        '{"uri":"u","hsc":"200","ref":"r"}',
+        '{"uri":"u","hsc":true,"ref":"r"}',
+        '{"uri":"u","ref":"r","hsc":200}',
+        '{"uri":"","ref":"r"}',
+        '{"uri":"u","ref":""}',
+        '{"uri":"u","mct":"","ref":"r"}',
+        '{"uri":"u","mct":"a\\"b","ref":"r"}',
+        '{"uri":"u","mct":"a\\nb","ref":"r"}',
+        '{"uri":"u","mct":"a\x01b","ref":"r"}',
+        '{"uri":"u\\u00e9","ref":"r"}',
+        '{"uri":"a\\/b","ref":"r"}',
+        '{"ref":"r","uri":"u"}',
+        '{"uri":"u","uri":"u","ref":"r"}',
+        '{"uri": "u","ref":"r"}',
+        '{"uri":"u","ref":"r"} ',
+        '{"uri":"u","dig":"sha1:a\u2028b","ref":"r"}',
+        '{"uri":"u","dig":"sha1:a\u00a0b","ref":"r"}',
+        '{"uri":"u","dig":"sha1:a\x1cb","ref":"r"}',
+        '{"uri":"u","dig":"sha1:ab","ref":"r"}',
+        '{"uri":"u\x7f\u2028","ref":"r"}',
+    ],
+)
+@pytest.mark.parametrize("rtype", ["response", "revisit"])
+@pytest.mark.parametrize("ts", [TS, "2023-02-29T00:00:00.000000Z", "2024-02-29T00:00:00.000000Z"])
+@pytest.mark.parametrize("key", ["(a,)/", "!a", "{a", "a{", "a\x7fb", "ä\u2028", "a\tb"])
+def test_fast_path_edge_cases(block: str, rtype: str, ts: str, key: str) -> None:
+    line = f"{key} {ts} {rtype} {block}"
+    full = _outcome(lambda: CDXJRecord._parse_text(line))
+    assert _outcome(lambda: CDXJRecord._parse(line)) == full
+    assert _outcome(lambda: CDXJRecord._parse(line.encode())) == full

@@ -298,6 +298,97 @@ def _no_constants(name: str) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
+# The fast path for canonical lines
+#
+# Nearly every line read back is one this module wrote: a line that ``CDXJRecord`` would write
+# again byte for byte, with flat string and integer values in the defined key order. One regular
+# expression recognises that shape and, with it, every check ``__post_init__`` would make, so such
+# a line costs a match instead of a JSON parse, a validation and a JSON dump (a lookup is mostly
+# parsing). Whatever the expression does not recognise (escapes, extra keys, other orders or
+# spacing, any doubt) goes the full way, which alone decides errors and their messages.
+
+_S = r'[^"\\\x00-\x1f]'  # a string character that JSON (ensure_ascii=False) writes as itself
+_INT = r"(?:0|[1-9][0-9]{0,17})"
+_FAST_LINE_RE = re.compile(
+    r"(?P<key>[^\x00-\x20\x7f!{][^\x00-\x20\x7f]*)"
+    r" (?P<ts>(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})"
+    r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{6}Z)"
+    r" (?P<type>[!#$%&'*+\-.^_`|~0-9A-Za-z]+)"
+    rf' \{{"uri":"(?P<uri>{_S}+)"'
+    r'(?:,"sha":"(?P<sha>[A-Z2-7]{32})")?'
+    r'(?:,"dig":"(?P<dig>[A-Za-z0-9][A-Za-z0-9_.+-]*:[^"\\\s\x00-\x1f]+)")?'
+    r'(?:,"hsc":(?:(?P<hsc>[1-9][0-9]{2})|"(?P<hscs>[0-9]{3})"))?'
+    rf'(?:,"mct":"(?P<mct>{_S}*)")?'
+    # a warcfile: reference as parse_ref() takes it (names starting "." go the full way)
+    rf',"ref":"(?P<ref>warcfile:(?!\.)[^"\\\x00-\x1f/]+#[0-9]+|(?!warcfile:){_S}+)"'
+    rf'(?:,"rid":"(?P<rid>{_S}+)")?'
+    rf'(?:,"cle":(?P<cle>{_INT}))?'
+    rf'(?:,"ple":(?P<ple>{_INT}))?'
+    rf'(?:,"rle":(?P<rle>{_INT}))?'
+    rf'(?:,"rct":"(?P<rct>{_S}+)")?'
+    rf'(?:,"rou":"(?P<rou>{_S}+)")?'
+    rf'(?:,"rod":"(?P<rod>{_S}+)")?'
+    rf'(?:,"roi":"(?P<roi>{_S}+)")?'
+    r"\}"
+)
+_FAST_NAMES = ("uri", "sha", "dig", "hsc", "hsc", "mct", "ref", "rid", "cle", "ple", "rle", "rct",
+               "rou", "rod", "roi")  # fmt: skip
+# groups 1-4 are key, ts, date, type; the JSON values follow in _FAST_NAMES order
+assert _FAST_LINE_RE.groupindex["uri"] == 5 and _FAST_LINE_RE.groups == 4 + len(_FAST_NAMES)
+_HSC_INT = _FAST_LINE_RE.groupindex["hsc"] - 1
+_VALID_DATES: dict[str, bool] = {}  # "YYYY-MM-DD" -> whether it is a real date
+
+
+def _valid_date(date: str) -> bool:
+    valid = _VALID_DATES.get(date)
+    if valid is None:
+        try:
+            datetime(int(date[:4]), int(date[5:7]), int(date[8:10]))
+            valid = True
+        except ValueError:
+            valid = False
+        if len(_VALID_DATES) >= 100_000:
+            _VALID_DATES.clear()
+        _VALID_DATES[date] = valid
+    return valid
+
+
+def _parse_canonical(text: str, raw: bytes | None) -> CDXJRecord | None:
+    """The record of a line in canonical form (``raw`` is its UTF-8 if known), or ``None``
+    when the line needs the full parser (which then also reports its errors)."""
+    m = _FAST_LINE_RE.fullmatch(text)
+    if m is None or not _valid_date(m[3]):
+        return None
+    g = m.groups()
+    record_type = g[3]
+    fields: dict[str, Any] = {
+        k: v for k, v in zip(_FAST_NAMES, g[4:], strict=True) if v is not None
+    }
+    if g[_HSC_INT] is not None:
+        fields["hsc"] = int(g[_HSC_INT])
+    for name in ("cle", "ple", "rle"):
+        if name in fields:
+            fields[name] = int(fields[name])
+    if "rou" in fields or "rod" in fields or "roi" in fields:
+        if record_type != "revisit":
+            return None
+        if "rod" in fields:
+            try:
+                normalize_timestamp(fields["rod"])
+            except CDXJError:
+                return None
+    record = object.__new__(CDXJRecord)
+    record.__dict__.update(
+        key=g[0],
+        timestamp=g[1],
+        record_type=record_type,
+        fields=fields,
+        _raw=text.encode() if raw is None else raw,
+    )
+    return record
+
+
+# ---------------------------------------------------------------------------------------------
 # Records
 
 
@@ -365,9 +456,11 @@ class CDXJRecord:
 
     @classmethod
     def _parse(cls, line: str | bytes) -> CDXJRecord:
+        raw: bytes | None = None
         if isinstance(line, bytes | bytearray | memoryview):
+            raw = bytes(line)
             try:
-                text = bytes(line).decode("utf-8")
+                text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 raise CDXJError(f"line is not valid UTF-8 (byte {e.start})") from None
         elif isinstance(line, str):
@@ -376,6 +469,15 @@ class CDXJRecord:
             raise CDXJError(f"a line must be str or bytes, not {type(line).__name__}")
         if text.endswith("\n"):
             text = text[:-1]
+            raw = None if raw is None else raw[:-1]
+        record = _parse_canonical(text, raw)
+        if record is not None:
+            return record
+        return cls._parse_text(text)
+
+    @classmethod
+    def _parse_text(cls, text: str) -> CDXJRecord:
+        """The full way: any line, every error (the fast path must agree with it)."""
         if "\n" in text:
             raise CDXJError("newline inside a record line")
         if "\r" in text:
