@@ -123,6 +123,7 @@ class Running:
         session, and let the search index catch up and close."""
         self.front.close()
         await self.runner.cleanup()  # closes the services (ProxyServer's on_cleanup)
+        self.server.access_log.close()
         search = self.services.search
         if search is not None:
             if not await asyncio.to_thread(search.flush, SEARCH_FLUSH):
@@ -142,7 +143,7 @@ async def start(config: Config, *, mode: Mode | None = None) -> Running:
     server = ProxyServer(services, commands=handle_command)
     runner = web.AppRunner(
         server.make_app(),
-        access_log_class=AccessLogger,
+        access_log_class=AccessLogger.bound_to(server.access_log),
         handle_signals=False,
         shutdown_timeout=SHUTDOWN_TIMEOUT,
     )

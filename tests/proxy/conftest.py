@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import dataclasses
 import gzip
+import io
 import ipaddress
 import json
 import logging
@@ -384,6 +385,13 @@ class Proxy:
     def mode(self) -> Mode:
         return self.running.services.mode
 
+    def access_lines(self) -> list[str]:
+        """The access-log lines so far (written out now, not at the next second)."""
+        access_log = self.running.server.access_log
+        access_log.flush()
+        assert isinstance(access_log.stream, io.StringIO)
+        return access_log.stream.getvalue().splitlines()
+
     def session(self, **kwargs: Any) -> aiohttp.ClientSession:
         """A browser-like client; bodies are left encoded so bytes can be compared."""
         kwargs.setdefault("auto_decompress", False)
@@ -572,6 +580,8 @@ async def make_proxy(
         )
         config = dataclasses.replace(config, **overrides)
         running = await asyncio.wait_for(start(config, mode=Mode(mode)), 5)
+        running.server.access_log.stream = io.StringIO()  # read by Proxy.access_lines
+        caplog.set_level(logging.INFO, logger="aiohttp.access")  # as `serve` logs
         started.append(running)
         return Proxy(running, cache)
 

@@ -4,7 +4,6 @@ everything else handed to aiohttp on the same connection, from the first byte it
 from __future__ import annotations
 
 import asyncio
-import logging
 
 from .conftest import read_response
 
@@ -105,16 +104,18 @@ async def test_online_only_fresh_copies_are_answered_fast(make_proxy, origin):
     assert proxy.running.front.answered > before
 
 
-async def test_fast_answers_are_in_the_access_log(make_proxy, origin, caplog):
+async def test_fast_answers_are_in_the_access_log(make_proxy, origin):
     proxy, url = await offline_with_copy(make_proxy, origin)
     await proxy.get(url)
-    caplog.set_level(logging.INFO, logger="aiohttp.access")
     before = proxy.running.front.answered
+    logged = len(proxy.access_lines())
     await proxy.get(url)
     await asyncio.sleep(0)
     assert proxy.running.front.answered == before + 1
-    lines = [r.getMessage() for r in caplog.records if r.name == "aiohttp.access"]
-    assert any(f'"GET {url}" 200' in line and line.endswith("HIT") for line in lines), lines
+    lines = proxy.access_lines()[logged:]
+    assert len(lines) == 1, lines
+    assert f'aiohttp.access INFO 127.0.0.1 "GET {url}" 200 ' in lines[0], lines
+    assert lines[0].endswith(" HIT"), lines
 
 
 async def test_a_copy_on_disk_is_read_in_and_answered_fast_on_the_same_connection(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import logging
 import os
@@ -29,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from ..http.policy import is_good, is_servable, vary_matches
+from ..http.policy import Stored, is_good, is_servable, vary_matches, vary_names
 from ..url import URL, cache_name, surt, url_hash
 from .cdxj import CDXJError, CDXJRecord, Index, make_ref, parse_ref
 from .memory import MemoryCache, stamp
@@ -187,6 +188,16 @@ class CachedEntry:
     def has_validators(self) -> bool:
         names = {n.lower() for n, _ in self.headers}
         return "etag" in names or "last-modified" in names
+
+    @functools.cached_property
+    def vary(self) -> tuple[str, ...]:
+        """The request headers its ``Vary`` names (kept: a memory entry is matched per hit)."""
+        return vary_names(self.headers)
+
+    @functools.cached_property
+    def stored(self) -> Stored:
+        """What the cache policy judges (made once: a memory entry is judged on every hit)."""
+        return Stored(self.date, self.status, self.headers)
 
     def open_body(self) -> BinaryIO:
         """The payload as stored (still Content-Encoded as the origin sent it)."""
@@ -476,7 +487,11 @@ class Store:
         """:meth:`lookup` of a GET from the memory cache alone (cheap enough for the event
         loop: one ``stat``); None when it is not there, and the caller asks :meth:`lookup`."""
         entry = self.memory.get(key, prefer_good)
-        if entry is None or not vary_matches(entry.headers, entry.request_headers, request_headers):
+        if entry is None:
+            return None
+        if entry.vary and not vary_matches(
+            entry.headers, entry.request_headers, request_headers, names=entry.vary
+        ):
             return None
         return entry
 

@@ -23,6 +23,7 @@ from ..config import ConfigError, load_config, parse_hostport
 from ..url import InvalidURL, cache_name, canonicalize, surt
 from ..url.requestkey import request_key
 from .fetch import add_fetch_parser, add_monitor_parser, add_urldb_parser
+from .loop import run as run_loop
 
 __all__ = ["main"]
 
@@ -149,8 +150,6 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the proxy in the foreground until SIGTERM or SIGINT."""
-    import asyncio
-
     from ..app import serve
     from ..http.policy import Mode
     from ..proxy.accesslog import setup_logging
@@ -168,9 +167,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         overrides["mode"] = args.mode
     setup_logging(args.verbose)
     try:
-        return asyncio.run(
-            serve(args.config, overrides, mode=Mode(args.mode) if args.mode else None)
-        )
+        return run_loop(serve(args.config, overrides, mode=Mode(args.mode) if args.mode else None))
     except ConfigError as exc:
         print(
             f"wwwproxy serve: the configuration is not valid; not starting.\n{exc}", file=sys.stderr

@@ -11,6 +11,7 @@ decide nothing themselves, so the proxy and ``wwwproxy fetch`` cannot disagree a
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ __all__ = [
     "request_directives",
     "revalidation_headers",
     "vary_matches",
+    "vary_names",
     "without_conditionals",
 ]
 
@@ -111,7 +113,10 @@ class RequestDirectives:
     only_if_cached: bool = False
 
 
+@functools.lru_cache(maxsize=256)
 def request_directives(cache_control: str | None, pragma: str | None = None) -> RequestDirectives:
+    """The browser's Cache-Control (and Pragma) as the policy needs them (cached: browsers
+    send the same few values on every request)."""
     cc = parse_cache_control(cache_control)
     force = "no-cache" in cc
     if not cache_control and pragma and "no-cache" in parse_cache_control(pragma):
@@ -392,12 +397,14 @@ def not_modified_headers(response_headers: Iterable[tuple[str, str]]) -> Headers
 # --- Vary and content codings ---------------------------------------------------------------
 
 
-def _vary_names(headers: Sequence[tuple[str, str]]) -> list[str]:
+def vary_names(headers: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    """The request headers a stored response's ``Vary`` names, lower-cased (``*`` included);
+    a caller that asks often keeps them (:func:`vary_matches`'s ``names``)."""
     names: list[str] = []
     for n, v in headers:
         if n.lower() == "vary":
             names += [t.strip().lower() for t in v.split(",") if t.strip()]
-    return names
+    return tuple(names)
 
 
 #: request headers whose values compare without regard to case (RFC 9110 §12.5)
@@ -419,11 +426,17 @@ def vary_matches(
     stored_headers: Sequence[tuple[str, str]],
     recorded_request: Sequence[tuple[str, str]] | None,
     request: Sequence[tuple[str, str]],
+    *,
+    names: Sequence[str] | None = None,
 ) -> bool:
     """Does a stored response fit this request on the headers its ``Vary`` names (RFC 9111
     §4.1)?  ``Vary: *`` never fits.  ``Accept-Encoding`` is left to :func:`accepts_coding`
-    (a coded copy can be decoded on the way out), so it does not count here."""
-    names = _vary_names(stored_headers)
+    (a coded copy can be decoded on the way out), so it does not count here.  ``names``:
+    :func:`vary_names` of ``stored_headers``, when the caller has them."""
+    if names is None:
+        names = vary_names(stored_headers)
+    if not names:
+        return True
     if "*" in names:
         return False
     names = [n for n in names if n != "accept-encoding"]

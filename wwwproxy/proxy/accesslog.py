@@ -3,15 +3,20 @@ line (the wiring that listens and handles signals is :mod:`wwwproxy.app`)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
+import time
+from typing import TextIO
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.http_exceptions import HttpProcessingError
 
 __all__ = [
+    "ACCESS_LOGGER",
     "LOGGED_URL",
+    "AccessLog",
     "SHUTDOWN_TIMEOUT",
     "AccessLogger",
     "quiet_bad_requests",
@@ -20,27 +25,110 @@ __all__ = [
 
 #: the request's key for the URL to log when its target is not the whole URL (inside an
 #: intercepted HTTPS tunnel the request line holds only the path)
-LOGGED_URL = "wwwproxy.url"
+LOGGED_URL = web.RequestKey("wwwproxy.url", str)
 
 log = logging.getLogger("wwwproxy")
 
+#: the logger whose level turns the access log on (INFO) or off, as aiohttp's own
+ACCESS_LOGGER = "aiohttp.access"
+FLUSH_EVERY = 1.0  # seconds a line may wait in the buffer
+MAX_BUFFERED_LINES = 512  # or this many lines: then they are written at once
+
+
+class AccessLog:
+    """The access log, written in batches: one line per request, in the format of the other
+    log lines (``<time> aiohttp.access INFO <client> "<method> <URL>" <status> <bytes>
+    <seconds>s <X-Cache>``), buffered and written at least once a second and at exit.
+
+    A ``logging`` call per request cost as much as the rest of a cached answer (16 µs against
+    under 1 µs for a buffered line), so the lines bypass ``logging`` on their way to the
+    stream; the ``aiohttp.access`` logger's level still says whether they are written."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        #: where lines go; None: ``sys.stderr`` at the moment of writing (the journal, under
+        #: systemd), as for the other log lines
+        self.stream = stream
+        self._lines: list[str] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._logger = logging.getLogger(ACCESS_LOGGER)
+        self._second = -1
+        self._stamp = ""
+
+    def add(
+        self,
+        peer: str | None,
+        method: str,
+        url: str,
+        status: int,
+        size: int | None,
+        seconds: float,
+        cache: str,
+    ) -> None:
+        """One request's line; written within a second."""
+        if not self._logger.isEnabledFor(logging.INFO):
+            return
+        now = time.time()
+        second = int(now)
+        if second != self._second:
+            self._second = second
+            self._stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+        self._lines.append(
+            f"{self._stamp},{int((now - second) * 1000):03d} {ACCESS_LOGGER} INFO {peer or '-'} "
+            f'"{method} {url}" {status} {size} {seconds:.3f}s {cache}\n'
+        )
+        if len(self._lines) >= MAX_BUFFERED_LINES:
+            self.flush()
+        elif self._timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self.flush()  # no loop to flush later (a thread): now
+            else:
+                self._timer = loop.call_later(FLUSH_EVERY, self.flush)
+
+    def flush(self) -> None:
+        """Write the buffered lines (also at exit: :meth:`close`)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._lines:
+            return
+        text, self._lines = "".join(self._lines), []
+        stream = self.stream if self.stream is not None else sys.stderr
+        try:
+            stream.write(text)
+            stream.flush()
+        except (OSError, ValueError) as exc:  # a closed or broken stderr: say so once per batch
+            log.warning("access log lines lost: %s", exc)
+
+    def close(self) -> None:
+        self.flush()
+
 
 class AccessLogger(AbstractAccessLogger):
-    """One line per request: client, method, the full URL asked for, status, bytes, seconds,
-    and whether it came from the cache (X-Cache)."""
+    """aiohttp's side of the access log: each request it answered, as a line of the
+    :class:`AccessLog` of the proxy (:meth:`bound_to`)."""
+
+    access_log: AccessLog
+
+    @classmethod
+    def bound_to(cls, access_log: AccessLog) -> type[AccessLogger]:
+        """The class aiohttp is given (it wants a class, and makes one per connection)."""
+        return type("BoundAccessLogger", (cls,), {"access_log": access_log})
+
+    @property
+    def enabled(self) -> bool:
+        return True  # the AccessLog checks its logger's level itself
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
-        peer = request.remote or "-"
-        cache = response.headers.get("X-Cache", "-")
-        self.logger.info(
-            '%s "%s %s" %s %s %.3fs %s',
-            peer,
+        self.access_log.add(
+            request.remote,
             request.method,
             request.get(LOGGED_URL, request.raw_path),
             response.status,
             response.body_length,
             time,
-            cache,
+            response.headers.get("X-Cache", "-"),
         )
 
 

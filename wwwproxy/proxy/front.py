@@ -25,10 +25,12 @@ from typing import TYPE_CHECKING, Any
 import httptools
 from multidict import CIMultiDict
 
-from ..http.policy import Action
+from ..http.content import decodes
+from ..http.headers import get_header
+from ..http.policy import CONDITIONAL_HEADERS, Action, accepts_coding, current_age
 from ..recording.engine import PSEUDONYM
 from ..url import URL, InvalidURL, canonicalize
-from .replay import allowed_address, plan_replay, sendable_headers
+from .replay import allowed_address, bodiless, plan_replay, sendable_headers
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -38,12 +40,12 @@ if TYPE_CHECKING:
 
 __all__ = ["FastFront", "FrontListener"]
 
-access_log = logging.getLogger("aiohttp.access")
 log = logging.getLogger("wwwproxy.proxy")
 
 #: seconds a connection may stay without completing a request (aiohttp's keep-alive timeout)
 IDLE_TIMEOUT = 75.0
 MAX_BUFFERED = 4 * 1024 * 1024  # answers waiting for a slow browser before aiohttp takes over
+MAX_RENDERED = 8192  # rendered heads kept (of memory entries; a few hundred bytes each)
 MAX_HEAD = 16 * 1024  # as aiohttp's max_line_size/max_field_size: longer heads go to aiohttp
 #: request headers that make a request one the fast path does not take
 _SLOW_HEADERS = frozenset(
@@ -60,19 +62,89 @@ def _canonical(target: str, local_host: str) -> URL | None:
         return None
 
 
+@functools.lru_cache(maxsize=256)
+def _accepts(accept_encoding: str | None, coding: str) -> bool:
+    """accepts_coding, cached: browsers send the same few Accept-Encoding values."""
+    return accepts_coding(accept_encoding, coding)
+
+
+_now_second = -1
+_now_bytes = b""
+
+
+def _http_now() -> bytes:
+    """The Date header's value for now, made once a second."""
+    global _now_second, _now_bytes
+    second = int(time.time())
+    if second != _now_second:
+        _now_second, _now_bytes = second, formatdate(second, usegmt=True).encode("latin-1")
+    return _now_bytes
+
+
+def _connection(version: str, keep_alive: bool) -> bytes:
+    """The Connection header line the answer needs, if any."""
+    if not keep_alive:
+        return b"Connection: close\r\n"
+    if version == "1.0":
+        return b"Connection: keep-alive\r\n"
+    return b""
+
+
+class _Rendered:
+    """A memory copy's answer head rendered once, for requests without the browser's own
+    conditions: everything but ``Age``, ``Date`` (when the recording has none) and
+    ``Connection``, which depend on the moment and the request."""
+
+    __slots__ = ("status", "rest", "http11", "recorded", "initial_age", "date", "coding")
+
+    def __init__(self, entry: CachedEntry) -> None:
+        # as for a browser that takes any coding: one that does not is checked per request
+        replay = plan_replay(entry, "GET", {"Accept-Encoding": "*"})
+        self.status = replay.status
+        status_line = f" {replay.status} {replay.reason}\r\n".encode("latin-1")
+        kept = [(n, v) for n, v in sendable_headers(replay.headers) if n.lower() != "age"]
+        #: the head up to Age, after ``HTTP/<version>``; and with ``HTTP/1.1`` before it
+        self.rest = status_line + b"".join(f"{n}: {v}\r\n".encode() for n, v in kept)
+        self.http11 = b"HTTP/1.1" + self.rest
+        self.recorded = entry.date.timestamp()
+        age = get_header(entry.headers, "Age")
+        self.initial_age = current_age(entry.date, entry.date, age)
+        self.date = not any(n.lower() == "date" for n, _ in replay.headers)
+        coding = get_header(entry.headers, "Content-Encoding")
+        #: a coding the browser must accept, or the aiohttp path decodes it on the way
+        self.coding = coding if coding and not bodiless(entry) and decodes(coding) else None
+
+    def head(self, version: str, keep_alive: bool) -> bytes:
+        now = time.time()
+        age = self.initial_age + max(0, int(now - self.recorded))
+        start = self.http11 if version == "1.1" else b"HTTP/" + version.encode() + self.rest
+        date = b"Date: " + _http_now() + b"\r\n" if self.date else b""
+        return b"%sAge: %d\r\n%s%s\r\n" % (start, age, date, _connection(version, keep_alive))
+
+
 class _Head:
-    """httptools callbacks: one request head."""
+    """httptools callbacks: one request head, and whether a header in it keeps the request
+    off the fast path (``slow``) or asks the browser's own conditions (``conditional``)."""
 
     def __init__(self) -> None:
+        self.on_message_begin()
+
+    def on_message_begin(self) -> None:
         self.url = b""
         self.headers: list[tuple[str, str]] = []
-        self.complete = False
+        self.complete = self.slow = self.conditional = False
 
     def on_url(self, url: bytes) -> None:
         self.url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name.decode("latin-1"), value.decode("latin-1")))
+        text = name.decode("latin-1")
+        self.headers.append((text, value.decode("latin-1")))
+        lower = text.lower()
+        if lower in _SLOW_HEADERS:
+            self.slow = True
+        elif lower in CONDITIONAL_HEADERS:
+            self.conditional = True
 
     def on_message_complete(self) -> None:
         self.complete = True
@@ -86,6 +158,7 @@ class _Request:
     header_list: list[tuple[str, str]]
     version: str
     keep_alive: bool
+    conditional: bool  # the browser's own validators (or a range) are in it
 
 
 class FastFront(asyncio.Protocol):
@@ -108,6 +181,11 @@ class FastFront(asyncio.Protocol):
         self.eof = False
         self.pending: asyncio.Future[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.active = 0.0  # loop time of the last request answered (or of the connection)
+        self.allowed = False  # is the client allowed (by allowed_for, the config's networks)
+        self.allowed_for: object = None
+        self.parser: httptools.HttpRequestParser | None = None
+        self.parsed = _Head()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -117,17 +195,26 @@ class FastFront(asyncio.Protocol):
         self._arm()
 
     def _arm(self) -> None:
-        """(Re)start the idle timer: a connection that completes no request in time is closed
-        (one that sends a head byte by byte does not hold a socket for ever)."""
-        if self.timer is not None:
-            self.timer.cancel()
-        self.timer = asyncio.get_running_loop().call_later(IDLE_TIMEOUT, self._idle)
+        """Note activity for the idle timer: a connection that completes no request in time is
+        closed (one that sends a head byte by byte does not hold a socket for ever).  The timer
+        is not moved on every request (that costs more than the rest of a hit's bookkeeping):
+        when it fires early it sleeps again for what is left."""
+        loop = asyncio.get_running_loop()
+        self.active = loop.time()
+        if self.timer is None:
+            self.timer = loop.call_later(IDLE_TIMEOUT, self._idle)
 
     def _idle(self) -> None:
         self.timer = None
-        if self.transport is not None and not self.busy:
-            self.transport.close()
-            self.transport = None
+        if self.transport is None or self.busy:
+            return
+        loop = asyncio.get_running_loop()
+        left = self.active + IDLE_TIMEOUT - loop.time()
+        if left > 0:
+            self.timer = loop.call_later(left, self._idle)
+            return
+        self.transport.close()
+        self.transport = None
 
     def close(self) -> None:
         """Shutdown: a connection still here is idle between requests (answers are whole)."""
@@ -232,19 +319,23 @@ class FastFront(asyncio.Protocol):
         upgrade, from an allowed client, not for the proxy itself, not looping; else None."""
         if not head.startswith(b"GET http://") or len(head) > MAX_HEAD:
             return None
-        parsed = _Head()
-        parser = httptools.HttpRequestParser(parsed)
+        if self.parser is None:  # one per connection: a head that fails hands it on
+            self.parsed = _Head()
+            self.parser = httptools.HttpRequestParser(self.parsed)
+        parsed, parser = self.parsed, self.parser
         try:
             parser.feed_data(head)
         except httptools.HttpParserError:
             return None
-        if not parsed.complete or parser.should_upgrade():
+        if not parsed.complete or parsed.slow or parser.should_upgrade():
             return None
         headers = CIMultiDict(parsed.headers)
-        if any(name in _SLOW_HEADERS for name in map(str.lower, headers)):
-            return None
         services = self.server.services
-        if self.peer is None or not allowed_address(self.peer, services.config.allowed_clients):
+        networks = services.config.allowed_clients
+        if self.allowed_for is not networks:  # once per connection (and config)
+            self.allowed = self.peer is not None and allowed_address(self.peer, networks)
+            self.allowed_for = networks
+        if not self.allowed:
             return None
         if PSEUDONYM in headers.get("Via", ""):
             return None
@@ -259,6 +350,7 @@ class FastFront(asyncio.Protocol):
             parsed.headers,
             parser.get_http_version(),
             parser.should_keep_alive(),
+            parsed.conditional,
         )
 
     def _answer(self, request: _Request, cached: CachedEntry) -> bool:
@@ -271,22 +363,24 @@ class FastFront(asyncio.Protocol):
         if self.server.action_for(request.url, "GET", request.headers, cached) is not Action.SERVE:
             return False
         start = time.monotonic()
-        replay = plan_replay(cached, "GET", request.headers)
-        if replay.decoder is not None:
-            return False  # decoding on the way out streams: the aiohttp path does it
-        version = request.version
-        out = [f"HTTP/{version} {replay.status} {replay.reason}".encode("latin-1")]
-        for name, value in sendable_headers(replay.headers):
-            out.append(f"{name}: {value}".encode())
-        if not any(name.lower() == "date" for name, _ in replay.headers):
-            out.append(f"Date: {formatdate(usegmt=True)}".encode("latin-1"))
-        if not request.keep_alive:
-            out.append(b"Connection: close")
-        elif version == "1.0":
-            out.append(b"Connection: keep-alive")
-        body = cached.body if replay.send_body else b""
-        self.transport.write(b"\r\n".join(out) + b"\r\n\r\n" + body)
-        self._log(request.target, replay.status, len(body), time.monotonic() - start)
+        if request.conditional:
+            head, status, send_body = self._planned_head(request, cached)
+            if head is None:
+                return False
+        else:
+            rendered = self.listener.rendered(cached)
+            if rendered.coding is not None and not _accepts(
+                request.headers.get("Accept-Encoding"), rendered.coding
+            ):
+                return False  # decoding on the way out streams: the aiohttp path does it
+            head, status, send_body = (
+                rendered.head(request.version, request.keep_alive),
+                rendered.status,
+                True,
+            )
+        body = cached.body if send_body else b""
+        self.transport.write(head + body)
+        self._log(request.target, status, len(body), time.monotonic() - start)
         self.listener.answered += 1
         self._arm()
         if not request.keep_alive:
@@ -294,12 +388,29 @@ class FastFront(asyncio.Protocol):
             self.transport = None
         return True
 
+    @staticmethod
+    def _planned_head(request: _Request, cached: CachedEntry) -> tuple[bytes | None, int, bool]:
+        """The head for a request with the browser's own conditions (maybe a 304), planned
+        in full as the aiohttp path does; None when the answer must be decoded on the way."""
+        replay = plan_replay(cached, "GET", request.headers)
+        if replay.decoder is not None:
+            return None, 0, False
+        version = request.version
+        out = [f"HTTP/{version} {replay.status} {replay.reason}".encode("latin-1")]
+        for name, value in sendable_headers(replay.headers):
+            out.append(f"{name}: {value}".encode())
+        if not any(name.lower() == "date" for name, _ in replay.headers):
+            out.append(b"Date: " + _http_now())
+        head = b"".join(line + b"\r\n" for line in out)
+        return (
+            head + _connection(version, request.keep_alive) + b"\r\n",
+            replay.status,
+            replay.send_body,
+        )
+
     def _log(self, target: str, status: int, size: int, seconds: float) -> None:
         """The access-log line aiohttp's path writes (proxy.accesslog.AccessLogger)."""
-        if access_log.isEnabledFor(logging.INFO):
-            access_log.info(
-                '%s "%s %s" %s %s %.3fs %s', self.peer, "GET", target, status, size, seconds, "HIT"
-            )
+        self.server.access_log.add(self.peer, "GET", target, status, size, seconds, "HIT")
 
     # --- everything else ------------------------------------------------------------------
 
@@ -331,6 +442,19 @@ class FrontListener:
         self.listener: asyncio.Server | None = None
         #: requests the fast path answered (the rest went to aiohttp)
         self.answered = 0
+        self._rendered: dict[int, tuple[CachedEntry, _Rendered]] = {}
+
+    def rendered(self, entry: CachedEntry) -> _Rendered:
+        """The head of ``entry`` rendered once (memory entries are replaced, never changed,
+        when their page is recorded again, so the entry itself is the key)."""
+        found = self._rendered.get(id(entry))
+        if found is not None and found[0] is entry:
+            return found[1]
+        if len(self._rendered) >= MAX_RENDERED:
+            self._rendered.clear()  # entries come and go with the memory cache
+        rendered = _Rendered(entry)
+        self._rendered[id(entry)] = (entry, rendered)
+        return rendered
 
     async def start(self, host: str, port: int) -> int:
         """Listen; returns the port (``port`` 0: any free one)."""

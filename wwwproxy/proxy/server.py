@@ -27,7 +27,6 @@ from ..http.policy import (
     CONDITIONAL_HEADERS,
     Action,
     Mode,
-    Stored,
     after_upstream_error,
     decide,
     not_modified,
@@ -39,7 +38,7 @@ from ..recording.services import Services
 from ..recording.upstream import UpstreamError
 from ..url import URL, InvalidURL, canonicalize
 from ..url.requestkey import request_key
-from .accesslog import LOGGED_URL
+from .accesslog import LOGGED_URL, AccessLog
 from .intercept import Interceptor
 from .pages import page_response
 from .replay import allowed_address, plan_replay, sendable_headers
@@ -71,6 +70,8 @@ class ProxyServer:
         self.closing = asyncio.Event()
         #: HTTPS interception (the local CA is made on first use)
         self.interceptor = Interceptor(services.store.root / "certificates")
+        #: one line per request, from both fronts
+        self.access_log = AccessLog()
 
     @property
     def config(self):  # noqa: ANN201 (a Config; kept short for the tunnel and tests)
@@ -290,7 +291,7 @@ class ProxyServer:
         services = self.services
         return decide(
             services.mode,
-            Stored(cached.date, cached.status, cached.headers) if cached else None,
+            cached.stored if cached else None,
             datetime.now(UTC),
             method=method,
             directives=request_directives(headers.get("Cache-Control"), headers.get("Pragma")),

@@ -44,6 +44,17 @@ class RuntimeState:
     started: datetime = dataclasses.field(default_factory=lambda: datetime.now(UTC))
 
 
+RULE_AGES_KEPT = 4096  # URLs whose freshness rule is remembered
+
+
+def _local_host(config: Config) -> str:
+    host = config.listen_host
+    if host in ("0.0.0.0", "::", ""):
+        host = "localhost"
+    port = config.listen_port
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 class Services:
     """Store, queue, search index, recording engine, mode and config, and background jobs."""
 
@@ -98,6 +109,8 @@ class Services:
             n.strip("[]").rstrip(".") for n in config.names if _host_only(n)
         }
         self.freshness_rules = [(r.regex, r.max_age) for r in config.freshness]
+        self._local_host = _local_host(config)  # asked on every request
+        self._rule_ages: dict[str, int | None] = {}  # canonical URL -> its rule's max_age
         self.engine.configure(
             finish_on_disconnect=config.finish_on_disconnect,
             ssl_context=tls,
@@ -125,17 +138,20 @@ class Services:
         self._apply(dataclasses.replace(self.config, listen_port=port))
 
     def rule_max_age(self, canonical: str) -> int | None:
-        """The max_age of the first configured ``freshness`` rule for the URL, if any."""
-        return max_age_for(canonical, self.freshness_rules)
+        """The max_age of the first configured ``freshness`` rule for the URL, if any (kept
+        per URL until the rules change: every cache hit asks, and the rules are regexes)."""
+        ages = self._rule_ages
+        if canonical in ages:
+            return ages[canonical]
+        if len(ages) >= RULE_AGES_KEPT:
+            ages.clear()
+        age = ages[canonical] = max_age_for(canonical, self.freshness_rules)
+        return age
 
     @property
     def local_host(self) -> str:
         """``host:port`` that path-only URLs name (the address browsers reach us at)."""
-        host = self.config.listen_host
-        if host in ("0.0.0.0", "::", ""):
-            host = "localhost"
-        port = self.config.listen_port
-        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        return self._local_host
 
     def is_own(self, url: URL, local: tuple[str, int] | None = None) -> bool:
         """Does ``url`` name this proxy?  A configured name with our port, or any spelling of an

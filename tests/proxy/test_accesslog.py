@@ -1,0 +1,81 @@
+"""The buffered access log: lines reach the stream within a second, at exit, and in bulk."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import re
+
+import pytest
+
+from wwwproxy.proxy.accesslog import FLUSH_EVERY, MAX_BUFFERED_LINES, AccessLog
+
+LINE = re.compile(
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} aiohttp\.access INFO 127\.0\.0\.1 "
+    r'"GET http://example\.com/a" 200 1024 0\.002s HIT$'
+)
+
+
+@pytest.fixture
+def info(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="aiohttp.access")
+
+
+def add(log: AccessLog, peer: str | None = "127.0.0.1") -> None:
+    log.add(peer, "GET", "http://example.com/a", 200, 1024, 0.0021, "HIT")
+
+
+async def test_a_line_waits_at_most_a_second_then_is_written(info):
+    stream = io.StringIO()
+    log = AccessLog(stream)
+    add(log)
+    assert stream.getvalue() == ""  # buffered
+    await asyncio.sleep(FLUSH_EVERY + 0.5)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 1 and LINE.match(lines[0]), lines
+
+
+async def test_close_writes_what_is_buffered(info):
+    stream = io.StringIO()
+    log = AccessLog(stream)
+    for _ in range(3):
+        add(log)
+    log.close()
+    assert len(stream.getvalue().splitlines()) == 3
+    log.close()  # twice is harmless
+    assert len(stream.getvalue().splitlines()) == 3
+
+
+async def test_a_full_buffer_is_written_at_once(info):
+    stream = io.StringIO()
+    log = AccessLog(stream)
+    for _ in range(MAX_BUFFERED_LINES):
+        add(log)
+    assert len(stream.getvalue().splitlines()) == MAX_BUFFERED_LINES
+    log.close()
+
+
+async def test_nothing_is_logged_when_the_access_logger_is_off(caplog):
+    caplog.set_level(logging.WARNING, logger="aiohttp.access")
+    stream = io.StringIO()
+    log = AccessLog(stream)
+    add(log)
+    log.close()
+    assert stream.getvalue() == ""
+
+
+def test_without_a_loop_a_line_is_written_at_once(info):
+    stream = io.StringIO()
+    log = AccessLog(stream)
+    add(log, peer=None)
+    assert stream.getvalue().splitlines()[0].split(" INFO ")[1].startswith('- "GET ')
+
+
+async def test_a_broken_stream_loses_lines_with_a_warning_not_an_exception(info, caplog):
+    stream = io.StringIO()
+    log = AccessLog(stream)
+    add(log)
+    stream.close()
+    log.close()
+    assert "access log lines lost" in caplog.text
