@@ -181,6 +181,28 @@ def page_base(base_url: str) -> str | None:
     return url.file if url.proto in _WEB and not url.local else None
 
 
+#: resolutions shared by all pages: (reference, base or its directory, query codec) -> URL
+_SHARED: dict[tuple[str, str | None, str | None], str | None] = {}
+_SHARED_MAX = 32768
+_SPACE_OR_CONTROL = re.compile(r"[\x00- ]")
+
+
+def _shared_key(ref: str, base: str | None) -> tuple[str, str | None]:
+    """``ref`` (cleaned) without its fragment, and what of ``base`` its resolution depends
+    on: only the directory for a relative path, so a site's navigation links, repeated on
+    every page of a folder, are resolved once.  The fragment is cut only where that cannot
+    change the URL: canonicalize drops it, but a surrogate in it makes the URL invalid, and
+    with it gone a space or control character before it would be stripped."""
+    hash_at = ref.find("#")
+    if hash_at > 0 and ref[hash_at:].isascii() and not _SPACE_OR_CONTROL.search(ref, 0, hash_at):
+        ref = ref[:hash_at]
+    if base is None or ":" in ref or ref[0] in "?;":
+        return ref, base
+    path_end = base.find("?")
+    slash = base.rfind("/", 0, path_end if path_end >= 0 else len(base))
+    return ref, base[: slash + 1]
+
+
 def resolve_links(
     items: list[tuple[str, str, bool, bool]], base: str | None, query_codec: str | None
 ) -> list[Link]:
@@ -188,12 +210,27 @@ def resolve_links(
     made a requisite if any occurrence is one (an ``<a>`` to an image the page also shows)."""
     found: dict[str, Link] = {}
     resolved: dict[tuple[str, bool], str | None] = {}  # pages repeat their URLs a lot
+    shared = _SHARED
     for value, kind, requisite, in_css in items:
         key = (value, in_css)
         if key in resolved:
             url = resolved[key]
         else:
-            url = resolved[key] = canonical_link(value, base, None if in_css else query_codec)
+            codec = None if in_css else query_codec
+            ref = value.strip(_C0_SPACE).translate(_TAB_NEWLINE)
+            if not ref or ref[0] == "#":
+                url = None  # nothing, or this very page
+            else:
+                ref, context = _shared_key(ref, base)
+                shared_key = (ref, context, codec)
+                if shared_key in shared:
+                    url = shared[shared_key]
+                else:
+                    url = canonical_link(ref, base, codec)
+                    if len(shared) >= _SHARED_MAX:
+                        shared.clear()
+                    shared[shared_key] = url
+            resolved[key] = url
         if url is None:
             continue
         prev = found.get(url)
