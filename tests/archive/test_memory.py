@@ -111,3 +111,26 @@ def test_keeps_only_what_fits(size: int) -> None:
     assert cache.keeps(size)
     assert not cache.keeps(2**20 + 1)
     assert not MemoryCache(0).keeps(0)
+
+
+@pytest.mark.parametrize("mib", [0, 8])
+def test_a_copy_not_kept_in_memory_is_located_once_not_scanned_per_hit(
+    tmp_path: Path, mib: int
+) -> None:
+    # over the memory object limit, or with the memory cache off: the entry (without its
+    # body) is kept, checked against its file like a memory entry, and its body read at its
+    # offset; a new capture or a delete is seen at once
+    store = hot_store(tmp_path, mib=mib)
+    url, key, _ = put(store, URL, b"x" * (2 * 2**20))
+    first = store.get(url, key)
+    assert first is not None and first.body is None and len(store.memory) == 0
+    assert store.get(url, key) is first
+    with first.open_body() as f:
+        assert f.read() == b"x" * (2 * 2**20)
+    put(store, URL, b"y" * (2 * 2**20), date=T0 + timedelta(seconds=5))
+    second = store.get(url, key)
+    assert second is not first
+    with second.open_body() as f:
+        assert f.read(1) == b"y"
+    store.delete(url)
+    assert store.get(url, key) is None

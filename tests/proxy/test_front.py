@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from .conftest import read_response
+from .conftest import LARGE_BODY, read_response
 
 
 async def offline_with_copy(make_proxy, origin, path: str = "/page.html"):  # noqa: ANN001, ANN201
@@ -140,6 +140,27 @@ async def test_a_copy_on_disk_is_read_in_and_answered_fast_on_the_same_connectio
         writer.close()
     assert front.answered == before + 3
     assert len(proxy.store.memory) == 1
+
+
+async def test_with_the_memory_cache_off_copies_are_read_from_disk_and_answered_fast(
+    make_proxy, origin
+):
+    proxy = await make_proxy(memory_cache_mb=0)
+    url, large = origin.url("/page.html"), origin.url("/large")
+    for page in (url, large):
+        await proxy.get(page)
+        await proxy.recorded(page)
+    await proxy.control(mode="offline")
+    front = proxy.running.front
+    before = front.answered
+    for _ in range(3):
+        reply = await proxy.get(url)
+        assert (reply.status, reply.body, reply.header("X-Cache")) == (200, origin.HTML, "HIT")
+    assert front.answered == before + 3 and len(proxy.store.memory) == 0
+    # over the size read whole (8 MiB): streamed by aiohttp's path, the same bytes
+    reply = await proxy.get(large)
+    assert (reply.status, reply.body) == (200, LARGE_BODY)
+    assert front.answered == before + 3
 
 
 async def test_bare_line_feeds_are_judged_by_aiohttp_at_once(make_proxy, origin):

@@ -13,6 +13,7 @@ are matched on their request bodies, which stay on disk.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections import OrderedDict
@@ -52,11 +53,16 @@ class _Hot:
 class MemoryCache:
     """Thread-safe LRU of (archive key, prefer_good) -> the chosen entry with its body."""
 
-    def __init__(self, max_bytes: int, *, max_object: int = MAX_OBJECT) -> None:
+    def __init__(
+        self, max_bytes: int, *, max_object: int = MAX_OBJECT, bodies: bool = True
+    ) -> None:
         self._items: OrderedDict[tuple[str, bool], _Hot] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self._max_object = max_object
+        #: False: entries are kept without their bodies (where a copy is in its file, which
+        #: spares scanning the file for it; the body is read at its offset)
+        self._bodies = bodies
         self.hits = 0
         self.misses = 0
         self.resize(max_bytes)
@@ -113,10 +119,17 @@ class MemoryCache:
     ) -> None:
         """Keep ``entry`` (whose ``body`` is set), read from ``path`` as ``file_stamp`` found
         it (taken before reading: a change while reading only makes the next hit a miss)."""
-        body = entry.body
-        if body is None or not self.keeps(len(body)):
+        if self._bodies:
+            body = entry.body
+            if body is None or not self.keeps(len(body)):
+                return
+            size = len(body) + OVERHEAD
+        elif self.max_bytes > 0:
+            if entry.body is not None:
+                entry = dataclasses.replace(entry, body=None)
+            size = OVERHEAD
+        else:
             return
-        size = len(body) + OVERHEAD
         slot = (key, prefer_good)
         with self._lock:
             old = self._items.pop(slot, None)

@@ -28,12 +28,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from ..http.policy import Stored, is_good, is_servable, vary_matches, vary_names
 from ..url import URL, cache_name, surt, url_hash
 from .cdxj import CDXJError, CDXJRecord, Index, make_ref, parse_ref
-from .memory import MemoryCache, stamp
+from .memory import OVERHEAD, MemoryCache, stamp
 from .warc import (
     COMPRESS_LEVEL,
     CachedResponse,
@@ -183,6 +183,9 @@ class CachedEntry:
     _cached: CachedResponse
     #: the payload itself when the entry comes from (or goes into) the memory cache
     body: bytes | None = None
+    #: what callers derive from the entry and keep with it (a rendered answer head): it
+    #: lives and dies with the entry, and a changed copy is a new entry with an empty memo
+    memo: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
     def has_validators(self) -> bool:
@@ -240,6 +243,9 @@ class CachedEntry:
             request_method=request.method if request is not None else None,
             _cached=cached,
         )
+
+
+LOCATED_BYTES = 4096 * OVERHEAD  # entries kept without bodies (a few KB each)
 
 
 class Recorder:
@@ -317,6 +323,9 @@ class Store:
         #: the hot objects (``memory_cache_mb``): GET copies and their bodies, checked
         #: against their file on every hit
         self.memory = MemoryCache(memory_bytes)
+        #: where the newest copies too large for memory (or all, with the memory cache off)
+        #: are in their files, so a hit reads one record instead of scanning the file
+        self.located = MemoryCache(LOCATED_BYTES, bodies=False)
         self.root.mkdir(parents=True, exist_ok=True)
         self.index = Index(self.root / "index")
         self.tmp_dir = self.root / "tmp"
@@ -451,9 +460,9 @@ class Store:
         no good one, the newest servable capture of any status."""
         key = url.file if key is None else key
         path = self.path_for(url, key)
-        hot = at is None and self.memory.max_bytes > 0 and _NON_GET not in key
+        hot = at is None and _NON_GET not in key
         if hot:
-            entry = self.memory.get(key, prefer_good)
+            entry = self.memory.get(key, prefer_good) or self.located.get(key, prefer_good)
             if entry is not None:
                 return entry
             before = stamp(path)
@@ -470,10 +479,13 @@ class Store:
         if cached is None:
             return None
         entry = CachedEntry.from_cached(key, cached)
-        if hot and before is not None and self.memory.keeps(entry.payload_length):
-            with entry.open_body() as stream:
-                entry = dataclasses.replace(entry, body=stream.read())
-            self.memory.put(key, prefer_good, entry, path, before)
+        if hot and before is not None:
+            if self.memory.keeps(entry.payload_length):
+                with entry.open_body() as stream:
+                    entry = dataclasses.replace(entry, body=stream.read())
+                self.memory.put(key, prefer_good, entry, path, before)
+            else:
+                self.located.put(key, prefer_good, entry, path, before)
         return entry
 
     def lookup_hot(

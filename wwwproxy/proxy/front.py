@@ -15,6 +15,7 @@ path would have answered the same way.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import httptools
 from multidict import CIMultiDict
 
+from ..archive.memory import MAX_OBJECT
 from ..http.content import decodes
 from ..http.headers import get_header
 from ..http.policy import CONDITIONAL_HEADERS, Action, accepts_coding, current_age
@@ -35,7 +37,7 @@ from .replay import allowed_address, bodiless, plan_replay, sendable_headers
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from ..archive.store import CachedEntry
+    from ..archive.store import CachedEntry, Store
     from .server import ProxyServer
 
 __all__ = ["FastFront", "FrontListener"]
@@ -45,7 +47,6 @@ log = logging.getLogger("wwwproxy.proxy")
 #: seconds a connection may stay without completing a request (aiohttp's keep-alive timeout)
 IDLE_TIMEOUT = 75.0
 MAX_BUFFERED = 4 * 1024 * 1024  # answers waiting for a slow browser before aiohttp takes over
-MAX_RENDERED = 8192  # rendered heads kept (of memory entries; a few hundred bytes each)
 MAX_HEAD = 16 * 1024  # as aiohttp's max_line_size/max_field_size: longer heads go to aiohttp
 #: request headers that make a request one the fast path does not take
 _SLOW_HEADERS = frozenset(
@@ -90,6 +91,22 @@ def _connection(version: str, keep_alive: bool) -> bytes:
     return b""
 
 
+def _read_copy(store: Store, request: _Request, prefer_good: bool) -> CachedEntry | None:
+    """The copy for ``request`` from disk, with its body when that is at most
+    :data:`~wwwproxy.archive.memory.MAX_OBJECT` (what memory would hold): read here, in
+    the worker thread, and sent with one write, it spares the aiohttp path's thread hops
+    per chunk (the memory cache keeps it too, when it is on and has room)."""
+    entry = store.lookup(
+        request.url, request.url.file, "GET", b"", request.header_list, prefer_good=prefer_good
+    )
+    if entry is not None and entry.body is None and entry.payload_length <= MAX_OBJECT:
+        with entry.open_body() as stream:
+            entry = dataclasses.replace(entry, body=stream.read(MAX_OBJECT + 1))
+        if len(entry.body or b"") != entry.payload_length:
+            return None  # not what the record says: aiohttp's path reports it
+    return entry
+
+
 class _Rendered:
     """A memory copy's answer head rendered once, for requests without the browser's own
     conditions: everything but ``Age``, ``Date`` (when the recording has none) and
@@ -113,6 +130,14 @@ class _Rendered:
         coding = get_header(entry.headers, "Content-Encoding")
         #: a coding the browser must accept, or the aiohttp path decodes it on the way
         self.coding = coding if coding and not bodiless(entry) and decodes(coding) else None
+
+    @classmethod
+    def of(cls, entry: CachedEntry) -> _Rendered:
+        """The entry's rendered head, made on its first answer and kept with it."""
+        rendered = entry.memo.get("front.head")
+        if rendered is None:
+            rendered = entry.memo["front.head"] = cls(entry)
+        return rendered
 
     def head(self, version: str, keep_alive: bool) -> bytes:
         now = time.time()
@@ -261,15 +286,7 @@ class FastFront(asyncio.Protocol):
     async def _from_disk(self, request: _Request, length: int) -> None:
         store = self.server.services.store
         try:
-            cached = await asyncio.to_thread(
-                store.lookup,
-                request.url,
-                request.url.file,
-                "GET",
-                b"",
-                request.header_list,
-                prefer_good=self._good(),
-            )
+            cached = await asyncio.to_thread(_read_copy, store, request, self._good())
         except Exception:  # noqa: BLE001 (aiohttp's path reports what is wrong with the copy)
             cached = None
         self.busy = False
@@ -368,7 +385,7 @@ class FastFront(asyncio.Protocol):
             if head is None:
                 return False
         else:
-            rendered = self.listener.rendered(cached)
+            rendered = _Rendered.of(cached)
             if rendered.coding is not None and not _accepts(
                 request.headers.get("Accept-Encoding"), rendered.coding
             ):
@@ -442,19 +459,6 @@ class FrontListener:
         self.listener: asyncio.Server | None = None
         #: requests the fast path answered (the rest went to aiohttp)
         self.answered = 0
-        self._rendered: dict[int, tuple[CachedEntry, _Rendered]] = {}
-
-    def rendered(self, entry: CachedEntry) -> _Rendered:
-        """The head of ``entry`` rendered once (memory entries are replaced, never changed,
-        when their page is recorded again, so the entry itself is the key)."""
-        found = self._rendered.get(id(entry))
-        if found is not None and found[0] is entry:
-            return found[1]
-        if len(self._rendered) >= MAX_RENDERED:
-            self._rendered.clear()  # entries come and go with the memory cache
-        rendered = _Rendered(entry)
-        self._rendered[id(entry)] = (entry, rendered)
-        return rendered
 
     async def start(self, host: str, port: int) -> int:
         """Listen; returns the port (``port`` 0: any free one)."""
