@@ -195,7 +195,13 @@ CLIENT_CONCURRENCY = 16  # the Python client's connections (recording passes, HT
 STOP_TIMEOUT = 10.0  # seconds between SIGTERM and SIGKILL
 START_TIMEOUT = 20.0
 
-TARGETS = {"hits-1k": 1.0, "hits-100k": 3.0, "misses-1k": 1.0, "https-1k": 0.5}
+TARGETS = {
+    "hits-1k": 1.0,
+    "hits-100k": 3.0,
+    "disk-100k": 0.5,
+    "misses-1k": 1.0,
+    "https-1k": 0.5,
+}
 
 LUA = r"""
 -- wrk script: request() cycles over URL numbers; every thread takes every nthreads-th one.
@@ -511,15 +517,21 @@ async def start_squid(tmp: Path, service: str) -> Server:
 
 
 async def start_wwwproxy(
-    tmp: Path, tls_port: int, origin_ca: Path, extra_config: str = ""
+    tmp: Path,
+    tls_port: int,
+    origin_ca: Path,
+    extra_config: str = "",
+    *,
+    name: str = "wwwproxy",
+    mode: str = "online",
 ) -> Server:
     port = free_port()
-    conf = tmp / "wwwproxy.yaml"
+    conf = tmp / f"{name}.yaml"
     conf.write_text(
         f'https_intercept: ["*"]\nupstream_ca: {origin_ca}\nconnect_ports: [{tls_port}]\n'
         + extra_config
     )
-    log = tmp / "wwwproxy.log"
+    log = tmp / f"{name}.log"
     proc = spawn(
         [
             sys.executable,
@@ -533,13 +545,13 @@ async def start_wwwproxy(
             "--cache",
             str(tmp / "cache"),
             "--mode",
-            "online",
+            mode,
         ],
         log,
         tmp,
     )
-    server = Server("wwwproxy", proc, port, log, access_log=log)
-    await wait_for_port(port, proc, "wwwproxy", START_TIMEOUT, lambda: tail(log))
+    server = Server(name, proc, port, log, access_log=log)
+    await wait_for_port(port, proc, name, START_TIMEOUT, lambda: tail(log))
     return server
 
 
@@ -1044,6 +1056,48 @@ async def run(args: argparse.Namespace, tmp: Path) -> int:
                     progress(row, leg, i, args.runs, r)
             finish_row(row)
 
+        # 2b. 100 KB hits not in the memory cache: a second wwwproxy on the same cache with
+        # the memory cache off (offline, so it only reads)
+        if www:
+            disk = await start_wwwproxy(
+                tmp,
+                tls_port,
+                origin_ca,
+                extra_config + "memory_cache_mb: 0\n",
+                name="wwwproxy-disk",
+                mode="offline",
+            )
+            servers.append(disk)
+            got = await client_pass(
+                urls["100k"], f"http://127.0.0.1:{disk.port}", False, SIZES["100k"]
+            )
+            print(f"check 100k through wwwproxy-disk (offline, no memory cache): {dict(got)}")
+            row = Row(
+                "disk-100k",
+                "offline hits 100 KB, from disk",
+                [Leg("Squid", squid), Leg("wwwproxy-disk", disk)],
+                "Squid",
+                subject="wwwproxy-disk",
+            )
+            rows.append(row)
+            for i in range(args.runs):
+                for leg in row.legs:
+                    r = await measured(
+                        leg,
+                        lambda leg=leg: run_wrk(
+                            tmp,
+                            leg.server.port,
+                            prefix=f"http://{origin}/100k/",
+                            first=0,
+                            count=URL_COUNTS["100k"],
+                            host=origin,
+                            conns=16,
+                            duration=args.duration,
+                        ),
+                    )
+                    progress(row, leg, i, args.runs, r)
+            finish_row(row)
+
         # 3. HTTPS offline hits through wwwproxy, the Python client; new-connection costs
         if www and proxy_ca:
             row = Row(
@@ -1160,8 +1214,8 @@ def main() -> int:
     if missing:
         print(f"missing: {', '.join(missing)} (apt-get install -y squid nginx wrk)")
         return 2
-    # 11 measured runs per round (3 + 3 + 2 + 3), each with a few seconds of overhead
-    budget = args.budget or 150 + args.runs * 11 * (args.duration + 4)
+    # 13 measured runs per round (3 + 3 + 2 + 2 + 3), each with a few seconds of overhead
+    budget = args.budget or 150 + args.runs * 13 * (args.duration + 4)
     tmp = Path(tempfile.mkdtemp(prefix="wwwproxy-sbs-"))
     tmp.chmod(0o755)  # Squid (as "proxy") and nginx's worker ("nobody") read under it
     global WATCHDOG
