@@ -1,0 +1,870 @@
+"""The search database of one cache directory (``<cache>/search.sqlite3``): which pages there
+are, and two contentless FTS5 tables over their text; the text itself stays in the WARC files.
+
+* ``page_words`` (``detail=none``): every term of a page's title and text, no positions: what
+  finds a page (all words must match).
+* ``page_rank`` (``detail=full``): the title and the page's most frequent terms
+  (:func:`~.text.rank_text`): what ranks it (BM25, titles count ten times).
+
+Snippets are made when a result list is shown, by reading its twenty or so pages again from the
+archive.  A contentless table forgets a page's terms only when told the very text they came from
+(the FTS5 'delete' command; SQLite 3.40 has no ``contentless_delete``): when a page gets new text,
+the old text is read again from its capture in the archive and checked against the digest kept
+for it.  What cannot be read again (the cache file was deleted) stays in the index as garbage
+that no search shows (every hit is joined to a live ``pages`` row); when garbage outgrows a
+quarter of the live pages, :meth:`SearchIndex.compact` builds fresh tables from the archive and
+swaps them in, off the request path in the indexing thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from ...http.content import decode_content
+from ...http.policy import is_good
+from ..cdxj import CDXJError, CDXJRecord
+from ..store import StoreError
+from ..warc import WARCFormatError, open_payload, read_record_at
+from .text import (
+    CONTROL,
+    MAX_PAYLOAD,
+    MAX_TEXT,
+    MAX_TITLE,
+    TEXT_VERSION,
+    TOKENIZE,
+    Query,
+    clean,
+    decode_text,
+    digest,
+    extract_text,
+    find_snippet,
+    rank_text,
+    segments,
+)
+
+if TYPE_CHECKING:
+    from ...url import URL
+    from ..store import Store
+
+__all__ = ["SEARCH_DB", "SearchHit", "SearchIndex", "SearchResults"]
+
+log = logging.getLogger(__name__)
+
+SEARCH_DB = "search.sqlite3"
+SCHEMA_VERSION = 2  # 1 (unversioned): an FTS5 table that stored the text itself
+MAX_RESULTS = 1000  # matches gathered per query before paging
+TEXT_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
+SNIPPET_START = 16 * 1024  # characters of a page's source its opening text is taken from
+COMPACT_MIN = 64  # garbage documents always tolerated
+BATCH = 64  # pages indexed in one transaction (one FTS5 segment) when they come together
+MERGE_MIN = 16  # pages indexed since the last full merge before another is worth it ...
+MERGE_SHARE = 8  # ... or an eighth of the pages with text, whichever is more
+MERGE_STEP = 200  # FTS5 pages written per step of a full merge (a short transaction)
+#: what the terms in the index depend on besides the text: our text code, SQLite's tokenizer
+_FORMAT = TEXT_VERSION * 10**8 + int("".join(f"{n:03d}" for n in sqlite3.sqlite_version_info))
+_READ_ERRORS = (WARCFormatError, CDXJError, StoreError, OSError, ValueError, EOFError)
+
+_PAGES = """
+CREATE TABLE pages (
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,
+    url TEXT,           -- NULL: the key itself (nearly always)
+    file TEXT,          -- the cache file (warcfile: name) of the capture indexed ...
+    pos INTEGER,        -- ... and its record's offset there: its text can be read again
+    mime TEXT,
+    status INTEGER,
+    fetched TEXT,
+    title TEXT,
+    doc INTEGER UNIQUE, -- its rowid in page_words and page_rank; NULL: no text
+    digest BLOB         -- of what was indexed as doc (title, text, ranking terms)
+)"""
+_META = "CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID"
+_FTS = {
+    "page_words": f"fts5(body, content='', detail=none, columnsize=0, {TOKENIZE})",
+    "page_rank": f"fts5(title, body, content='', {TOKENIZE})",
+}
+
+
+def _create_fts(conn: sqlite3.Connection, suffix: str = "") -> None:
+    for name, spec in _FTS.items():
+        conn.execute(f"CREATE VIRTUAL TABLE {name}{suffix} USING {spec}")
+
+
+class _Text(NamedTuple):
+    """A page's text as it goes into (and must come out of) the index."""
+
+    title: str
+    text: str
+    rank: str
+
+    @classmethod
+    def of(cls, title: str, text: str) -> _Text:
+        return cls(title, text, rank_text(text))
+
+    @property
+    def digest(self) -> bytes:
+        return digest(self.title, self.text, self.rank)
+
+
+class _Capture(NamedTuple):
+    """A job for the indexing thread: index one recorded capture."""
+
+    store: Store
+    line: CDXJRecord
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    key: str
+    url: str
+    title: str
+    snippet: tuple[tuple[str, bool], ...]  # (text, matched) pieces; escape when rendering
+    fetched: str | None
+    mime: str | None
+
+    @property
+    def snippet_text(self) -> str:
+        return "".join(text for text, _ in self.snippet)
+
+
+@dataclass(frozen=True)
+class SearchResults:
+    query: str
+    total: int  # matches found (at most MAX_RESULTS)
+    hits: list[SearchHit]
+
+
+class _Follower:
+    """The store listener that keeps one search index up to date with one store."""
+
+    def __init__(self, index: SearchIndex, store: Store) -> None:
+        self.index = index
+        self.store = store
+
+    def on_put(self, url: URL, key: str, lines: list[CDXJRecord]) -> None:
+        for line in lines:
+            if line.record_type in ("response", "revisit"):
+                self.index._enqueue(_Capture(self.store, line))  # noqa: SLF001
+
+    def on_delete(self, keys: list[str], files: list[str]) -> None:
+        self.index.remove_pages(keys, files, store=self.store)
+
+    def __repr__(self) -> str:
+        return f"<search index {self.index.path} following {self.store.root}>"
+
+
+class SearchIndex:
+    """The search database of one cache directory.  Thread-safe: one connection under a lock
+    for reads and writes, and one writer of the full-text tables at a time (indexing, rebuild,
+    compaction); the database is in WAL mode, so a second process does not block readers."""
+
+    def __init__(self, root: str | os.PathLike[str], *, path: str | os.PathLike[str] | None = None):
+        self.root = Path(root)
+        self.path = Path(path) if path is not None else self.root / SEARCH_DB
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()  # the connection
+        self._write_lock = threading.RLock()  # the full-text tables' one writer
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        self._attached: list[Store] = []
+        self._pending: queue.Queue[_Capture | Callable[[], object]] = queue.Queue()
+        self._pending_lock = threading.Lock()
+        self._worker: threading.Thread | None = None
+        self._compact_queued = False
+        self._batching = 0  # under the write lock: pages are committed by the batch
+        try:
+            with self._lock:
+                # before anything is written: a new file gives merged-away pages back
+                self._conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._open_schema()
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise ValueError(f"{self.path}: not a usable search database: {exc}") from None
+
+    def _open_schema(self) -> None:
+        """Create the schema, or replace an older one: the index is derived data, so an old
+        database is dropped and marked stale, and rebuilt from the archive once a store is
+        attached (in the indexing thread)."""
+        conn = self._conn
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if version == SCHEMA_VERSION:
+            self._check_format()
+            return
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # takes effect at the VACUUM below
+        conn.execute("BEGIN IMMEDIATE")  # one process migrates; another waits, then sees it
+        try:
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
+            if version == SCHEMA_VERSION:
+                conn.rollback()
+                return
+            old = False
+            for kind, where in (
+                ("TABLE", "type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'"),  # and theirs
+                ("VIEW", "type = 'view'"),
+                ("TABLE", "type = 'table' AND name NOT LIKE 'sqlite%'"),
+            ):
+                for (name,) in conn.execute(
+                    f"SELECT name FROM sqlite_master WHERE {where}"  # noqa: S608
+                ).fetchall():
+                    old = True
+                    quoted = name.replace('"', '""')
+                    conn.execute(f'DROP {kind} IF EXISTS "{quoted}"')
+            conn.execute(_PAGES)
+            conn.execute("CREATE INDEX pages_file ON pages(file)")
+            conn.execute(_META)
+            conn.execute(
+                "INSERT INTO meta VALUES ('next_doc', 1), ('docs', 0), ('unmerged', 0), "
+                "('stale', ?), ('format', ?)",
+                (1 if old else 0, _FORMAT),
+            )
+            _create_fts(conn)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        if old:
+            log.info("search index %s: old format dropped, rebuilt from the cache", self.path)
+            conn.execute("VACUUM")  # give the old text's space back at once
+
+    def _check_format(self) -> None:
+        """Terms come out of a contentless table only when given exactly as they went in: if
+        SQLite (its tokenizer) or the text taken from pages changed since the index was made,
+        no delete can be trusted, and the index is rebuilt (marked stale)."""
+        if self._meta("format") == _FORMAT:
+            return
+        with self._conn:
+            self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (_FORMAT,))
+            if self._conn.execute("SELECT 1 FROM pages LIMIT 1").fetchone():
+                self._set_meta("stale", 1)
+
+    def attach(self, store: Store) -> None:
+        """Follow ``store`` from now on: index every exchange it records, drop every page it
+        deletes or purges (a :class:`~wwwproxy.archive.store.StoreListener`).  A stale index
+        (an old format dropped) is rebuilt from it in the indexing thread."""
+        if any(s is store for s in self._attached):
+            return
+        self._attached.append(store)
+        store.listeners.append(_Follower(self, store))
+        if self._meta("stale"):
+            self._enqueue(partial(self._rebuild, store))
+
+    def _enqueue(self, job: _Capture | Callable[[], object]) -> None:
+        """Index in a worker thread: parsing a large page must never hold up the response
+        being recorded (the browser waits for the record before its last bytes)."""
+        with self._pending_lock:
+            self._pending.put(job)
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(
+                    target=self._work, name="wwwproxy-search-index", daemon=True
+                )
+                self._worker.start()
+
+    def _work(self) -> None:
+        while True:
+            try:
+                job = self._pending.get(timeout=5)
+            except queue.Empty:
+                with self._pending_lock:
+                    if self._pending.empty():
+                        self._worker = None
+                        return
+                continue
+            jobs = [job]
+            while isinstance(jobs[-1], _Capture) and len(jobs) < BATCH:
+                try:
+                    jobs.append(self._pending.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                self._run(jobs)
+            finally:
+                for _ in jobs:
+                    self._pending.task_done()
+
+    def _run(self, jobs: list[_Capture | Callable[[], object]]) -> None:
+        """The pages recorded meanwhile in one transaction, then the job that ended the batch
+        (a rebuild or compaction) if any; a failure is logged, never fatal."""
+        captures = [job for job in jobs if isinstance(job, _Capture)]
+        try:
+            with self._batch():
+                for capture in captures:
+                    try:
+                        self.index_capture(capture.store, capture.line)
+                    except Exception:  # noqa: BLE001
+                        log.exception("search index: %s not indexed", capture.line.uri)
+        except sqlite3.Error:
+            log.exception("search index: %d page(s) not indexed", len(captures))
+        if captures and self._pending.empty():
+            try:
+                self._merge_if_due()
+            except sqlite3.Error:
+                log.exception("search index: not merged")
+        for job in jobs:
+            if not isinstance(job, _Capture):
+                try:
+                    job()
+                except Exception:  # noqa: BLE001
+                    log.exception("search index: %s failed", job)
+
+    def _merge_if_due(self) -> None:
+        """Merge each full-text table into one b-tree when enough pages came since the last
+        time (geometrically: each page is merged a few times in all), in short steps, and
+        only while nothing waits to be indexed.  FTS5 keeps one b-tree (segment) per batch
+        until its own merging catches up, each with its own copy of every term: a cache
+        indexed page by page took twice the space of the same index merged."""
+        with self._write_lock:
+            with self._lock:
+                (live,) = self._conn.execute("SELECT count(doc) FROM pages").fetchone()
+            if self._meta("unmerged") < max(MERGE_MIN, live // MERGE_SHARE):
+                return
+            while True:
+                with self._lock:
+                    before = self._conn.total_changes
+                    with self._conn:
+                        for table in _FTS:
+                            self._conn.execute(
+                                f"INSERT INTO {table}({table}, rank) VALUES ('merge', ?)",
+                                (-MERGE_STEP,),
+                            )
+                    if self._conn.total_changes - before < 2 * len(_FTS):
+                        break  # no work left (FTS5 counts the command itself as a change)
+                if not self._pending.empty():
+                    return  # pages first; the merge goes on after them
+            with self._lock:
+                with self._conn:
+                    self._set_meta("unmerged", 0)
+                # the merged-away pages (executescript: execute() frees one page per call)
+                self._conn.executescript("PRAGMA incremental_vacuum")
+
+    @contextmanager
+    def _batch(self) -> Iterator[None]:
+        """Pages written inside are committed together at the end: a commit per page makes
+        FTS5 write, and later merge, a segment per page (twice the work)."""
+        with self._write_lock:
+            self._batching += 1
+            try:
+                yield
+            finally:
+                self._batching -= 1
+                if not self._batching:
+                    with self._lock:
+                        try:
+                            self._conn.commit()
+                        except sqlite3.Error:
+                            self._conn.rollback()
+                            raise
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One page's writes, all or none; committed at once unless in a batch."""
+        with self._lock:
+            if not self._conn.in_transaction:
+                self._conn.execute("BEGIN")
+            self._conn.execute("SAVEPOINT page")
+            try:
+                yield
+            except BaseException:
+                self._conn.execute("ROLLBACK TO page")
+                self._conn.execute("RELEASE page")
+                if not self._batching:
+                    self._conn.rollback()
+                raise
+            self._conn.execute("RELEASE page")
+            if not self._batching:
+                self._conn.commit()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until pages recorded so far are indexed (bounded); False on time-out."""
+        deadline = time.monotonic() + timeout
+        while self._pending.unfinished_tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def close(self) -> None:
+        self.flush()
+        with self._lock:
+            self._conn.close()
+
+    def _meta(self, name: str) -> int:
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else 0
+
+    def _set_meta(self, name: str, value: int) -> None:
+        self._conn.execute("UPDATE meta SET value = ? WHERE name = ?", (value, name))
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def add(
+        self,
+        key: str,
+        url: str,
+        *,
+        title: str = "",
+        text: str = "",
+        mime: str | None = None,
+        status: int | None = None,
+        fetched: str | None = None,
+        file: str | None = None,
+    ) -> None:
+        """Put (or replace) one page's row and text.  Text not read from the archive is not
+        there to be read again: a rebuild or compaction drops it."""
+        title, text = clean(title)[:MAX_TITLE], clean(text)[:MAX_TEXT]
+        with self._write_lock:
+            self._put(None, key, url, title, text, mime, status, fetched, file, None)
+
+    def _put(
+        self,
+        store: Store | None,
+        key: str,
+        url: str,
+        title: str,
+        text: str,
+        mime: str | None,
+        status: int | None,
+        fetched: str | None,
+        file: str | None,
+        pos: int | None,
+    ) -> None:
+        """Upsert a page's row; index its text unless it is the text already indexed; take the
+        old text's terms out when it can be read again (else they are garbage).  Under the
+        write lock: no other writer changes the full-text tables in between."""
+        new = _Text.of(title, text) if title or text else None
+        new_digest = new.digest if new is not None else None
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT doc, digest, file, pos FROM pages WHERE key = ?", (key,)
+            ).fetchone()
+        old_doc, old_digest, old_file, old_pos = row if row else (None, None, None, None)
+        unchanged = old_doc is not None and old_digest == new_digest
+        old: _Text | None = None
+        if old_doc is not None and not unchanged and not self._meta("stale"):
+            old = self._read_again(store, key, old_file, old_pos, old_digest)
+        with self._writing():
+            doc = old_doc
+            if not unchanged:
+                docs = self._meta("docs")
+                if old_doc is not None and old is not None:
+                    self._fts("delete", old_doc, old)
+                    docs -= 1
+                doc = None
+                if new is not None:
+                    doc = self._meta("next_doc")
+                    self._set_meta("next_doc", doc + 1)
+                    self._fts("", doc, new)
+                    docs += 1
+                    self._set_meta("unmerged", self._meta("unmerged") + 1)
+                self._set_meta("docs", docs)
+            self._conn.execute(
+                "INSERT INTO pages(key, url, file, pos, mime, status, fetched, title, doc, digest) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
+                "url=excluded.url, file=excluded.file, pos=excluded.pos, mime=excluded.mime, "
+                "status=excluded.status, fetched=excluded.fetched, title=excluded.title, "
+                "doc=excluded.doc, digest=excluded.digest",
+                (
+                    key,
+                    None if url == key else url,
+                    file,
+                    pos,
+                    mime,
+                    status,
+                    fetched,
+                    title,
+                    doc,
+                    new_digest,
+                ),
+            )
+
+    def _fts(self, command: str, doc: int, text: _Text, suffix: str = "") -> None:
+        """Insert a document into the full-text tables, or with ``command="delete"`` take the
+        same document out again."""
+        words = f"{text.title}\n{text.text}" if text.title else text.text
+        for table, values in (
+            ("page_words" + suffix, (doc, words)),
+            ("page_rank" + suffix, (doc, text.title, text.rank)),
+        ):
+            marks = ", ".join("?" * len(values))
+            columns = "rowid, body" if len(values) == 2 else "rowid, title, body"
+            if command:
+                self._conn.execute(
+                    f"INSERT INTO {table}({table}, {columns}) VALUES (?, {marks})",  # noqa: S608
+                    (command, *values),
+                )
+            else:
+                self._conn.execute(
+                    f"INSERT INTO {table}({columns}) VALUES ({marks})",  # noqa: S608
+                    values,
+                )
+
+    def _read_again(
+        self,
+        store: Store | None,
+        key: str,
+        file: str | None,
+        pos: int | None,
+        expected: bytes | None,
+    ) -> _Text | None:
+        """The text a page was indexed with, read again from its capture; None if it cannot be
+        read or is not that text any more."""
+        if store is None or file is None or pos is None or expected is None:
+            return None
+        try:
+            title, text = self._read_text(store, key, file, pos)
+        except _READ_ERRORS:
+            return None
+        old = _Text.of(title, text)
+        return old if old.digest == expected else None
+
+    def _touch(self, key: str, fetched: str, status: int | None) -> bool:
+        """A revisit: the payload (so the text) is unchanged; only the time moves on."""
+        with self._lock, self._conn:
+            cur = self._conn.execute(
+                "UPDATE pages SET fetched = ?, status = ? WHERE key = ?", (fetched, status, key)
+            )
+            return cur.rowcount > 0
+
+    def _has_good(self, key: str) -> bool:
+        with self._lock:
+            row = self._conn.execute("SELECT status FROM pages WHERE key = ?", (key,)).fetchone()
+        return row is not None and isinstance(row[0], int) and is_good(row[0])
+
+    def index_capture(self, store: Store, line: CDXJRecord) -> bool:
+        """Index the capture an index line points at; False if it was not readable, or its
+        cache file is gone (deleted while it waited to be indexed: it must not come back)."""
+        key = line.uri
+        status = line.fields.get("hsc")
+        if status == 304:
+            return False  # recorded, never served: the page's text is the previous capture's
+        ref = line.warcfile
+        try:
+            if ref is None or not store.path_of(line).exists():
+                return False
+        except StoreError:
+            return False
+        with self._write_lock:
+            if line.record_type == "revisit" and self._touch(key, line.timestamp, status):
+                return True
+            if isinstance(status, int) and not is_good(status) and self._has_good(key):
+                return True  # an error answer never replaces the good page (keep-the-good-copy)
+            file, pos = ref
+            mime = line.fields.get("mct")
+            title = text = ""
+            if isinstance(status, int) and 200 <= status < 300 and mime in TEXT_TYPES:
+                try:
+                    title, text = self._read_text(store, key, file, pos)
+                except _READ_ERRORS as exc:
+                    log.warning("search: %s not indexed: %s", key, exc)
+            self._put(store, key, key, title, text, mime, status, line.timestamp, file, pos)
+        return True
+
+    @staticmethod
+    def _read_document(store: Store, key: str, file: str, pos: int) -> tuple[str, str]:
+        """``(page source, mime type)`` of the capture at ``file``/``pos``: its payload
+        decoded from its Content-Encoding and charset (the first :data:`MAX_PAYLOAD` bytes)."""
+        record = read_record_at(store.resolve_warcfile(file, key), pos)
+        if record.rec_type == "revisit":
+            from ...url import canonicalize
+
+            entry = store.get(canonicalize(key), key)
+            if entry is None:
+                return "", "text/plain"
+            stream = entry.open_body()
+            headers = entry.headers
+        else:
+            stream = open_payload(record)
+            headers = record.http_headers
+        with stream:
+            raw = stream.read(MAX_PAYLOAD)
+        names = {n.lower(): v for n, v in headers}
+        data = decode_content(raw, names.get("content-encoding"), MAX_PAYLOAD)
+        content_type = names.get("content-type")
+        mime = (content_type or "text/html").split(";", 1)[0].strip().lower()
+        return decode_text(data, content_type), mime
+
+    @classmethod
+    def _read_text(cls, store: Store, key: str, file: str, pos: int) -> tuple[str, str]:
+        """``(title, visible text)`` of the capture at ``file``/``pos``."""
+        document, mime = cls._read_document(store, key, file, pos)
+        return extract_text(document, mime)
+
+    def remove(self, key: str) -> bool:
+        """Drop one archive key's page; False if it was not indexed."""
+        return self.remove_pages([key], []) > 0
+
+    def remove_files(self, names: Iterable[str]) -> int:
+        """Drop the pages stored in these cache files (``warcfile:`` names)."""
+        return self.remove_pages([], names)
+
+    def remove_pages(
+        self, keys: Iterable[str], files: Iterable[str], *, store: Store | None = None
+    ) -> int:
+        """Drop the pages of these archive keys and those stored in these cache files (what
+        a store delete or purge removed); the number of pages dropped.  Their terms stay in
+        the full-text tables (their text is gone with the files) until a compaction, which
+        ``store`` (else the attached one) is used for."""
+        self.flush(2.0)  # a page recorded a moment ago must not come back after this
+        removed = 0
+        with self._lock, self._conn:
+            for query, values in (
+                ("DELETE FROM pages WHERE key = ?", keys),
+                ("DELETE FROM pages WHERE file = ?", files),
+            ):
+                for value in values:
+                    removed += self._conn.execute(query, (value,)).rowcount
+        if removed:
+            self._compact_if_needed(store)
+        return removed
+
+    def prune(self, store: Store) -> int:
+        """Drop rows whose cache file is gone (deleted by another process or by hand)."""
+        self.flush(2.0)  # include pages recorded a moment ago
+        with self._lock:
+            rows = list(self._conn.execute("SELECT file, key FROM pages"))
+        gone = []
+        for name, key in rows:
+            if name is None:
+                continue
+            try:
+                if not store.resolve_warcfile(name, key).exists():
+                    gone.append(name)
+            except StoreError:  # a name that cannot be a cache file of ours
+                gone.append(name)
+        return self.remove_pages([], gone, store=store)
+
+    def rebuild(self, store: Store) -> int:
+        """Index the newest capture of every key in the cache's CDXJ index afresh."""
+        self.flush(2.0)  # include pages recorded a moment ago
+        return self._rebuild(store)
+
+    def _rebuild(self, store: Store) -> int:
+        with self._write_lock:
+            newest: dict[str, CDXJRecord] = {}
+            for line in store.list_prefix(""):
+                if line.fields.get("hsc") == 304:
+                    continue
+                old = newest.get(line.uri)
+                if old is None or line.timestamp >= old.timestamp:
+                    newest[line.uri] = line
+            with self._lock, self._conn:
+                self._conn.execute("DELETE FROM pages")
+                for table in _FTS:
+                    self._conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
+                self._set_meta("docs", 0)
+            count = 0
+            lines = list(newest.values())
+            for start in range(0, len(lines), BATCH):
+                with self._batch():
+                    for line in lines[start : start + BATCH]:
+                        if self.index_capture(store, line):
+                            count += 1
+            with self._lock, self._conn:
+                self._set_meta("stale", 0)
+                self._set_meta("unmerged", 0)
+            self._tidy()
+        return count
+
+    def garbage(self) -> tuple[int, int]:
+        """(documents in the full-text tables that no page has any more, pages with text)."""
+        with self._lock:
+            (live,) = self._conn.execute("SELECT count(doc) FROM pages").fetchone()
+        return self._meta("docs") - live, live
+
+    def _compact_if_needed(self, store: Store | None) -> None:
+        store = store if store is not None else self._store()
+        garbage, live = self.garbage()
+        if store is None or garbage <= max(COMPACT_MIN, live // 4):
+            return
+        with self._pending_lock:
+            if self._compact_queued:
+                return
+            self._compact_queued = True
+        self._enqueue(partial(self.compact, store))
+
+    def compact(self, store: Store) -> int:
+        """Build the full-text tables afresh from the pages' captures in the archive and swap
+        them in: the terms of removed pages go.  Searches go on meanwhile against the old
+        tables.  The number of pages whose text was indexed."""
+        with self._write_lock:
+            with self._pending_lock:
+                self._compact_queued = False
+            with self._lock, self._conn:
+                for table in _FTS:
+                    self._conn.execute(f"DROP TABLE IF EXISTS {table}_next")
+                _create_fts(self._conn, "_next")
+                rows = self._conn.execute(
+                    "SELECT id, key, file, pos, doc FROM pages WHERE doc IS NOT NULL"
+                ).fetchall()
+            copied = 0
+            for start in range(0, len(rows), BATCH):
+                with self._batch():
+                    for row in rows[start : start + BATCH]:
+                        copied += self._copy(store, *row)
+            with self._lock:
+                self._conn.execute("BEGIN IMMEDIATE")  # searches see the old or the new
+                try:
+                    for table in _FTS:
+                        self._conn.execute(f"DROP TABLE {table}")
+                        self._conn.execute(f"ALTER TABLE {table}_next RENAME TO {table}")
+                    self._set_meta("docs", copied)
+                    self._set_meta("unmerged", 0)
+                    self._conn.commit()
+                except BaseException:
+                    self._conn.rollback()
+                    raise
+            self._tidy()
+        return copied
+
+    def _copy(self, store: Store, page_id: int, key: str, file: str, pos: int, doc: int) -> int:
+        """Index one page's text, read again, into the tables a compaction builds: 1 if it
+        was, 0 if the page is gone or has no text to read any more."""
+        title = text = ""
+        if file is not None and pos is not None:  # else never in the archive (add)
+            try:
+                title, text = self._read_text(store, key, file, pos)
+            except _READ_ERRORS as exc:
+                log.info("search: %s dropped from the index: %s", key, exc)
+        new = _Text.of(title, text) if title or text else None
+        with self._writing():
+            if (
+                self._conn.execute(
+                    "SELECT 1 FROM pages WHERE id = ? AND doc = ?", (page_id, doc)
+                ).fetchone()
+                is None
+            ):
+                return 0  # removed meanwhile
+            if new is None:
+                self._conn.execute(
+                    "UPDATE pages SET doc = NULL, digest = NULL WHERE id = ?", (page_id,)
+                )
+                return 0
+            self._fts("", doc, new, "_next")
+            self._conn.execute(
+                "UPDATE pages SET title = ?, digest = ? WHERE id = ?",
+                (title, new.digest, page_id),
+            )
+        return 1
+
+    def _tidy(self) -> None:
+        """After a rebuild or compaction: merge each table's segments into one and give the
+        free pages back to the file system."""
+        with self._lock:
+            with self._conn:  # commits what was written before, too: VACUUM needs no transaction
+                for table in _FTS:
+                    self._conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+            try:
+                self._conn.execute("VACUUM")
+            except sqlite3.OperationalError as exc:  # another process is reading: next time
+                log.info("search index %s not vacuumed: %s", self.path, exc)
+
+    def _store(self) -> Store | None:
+        return self._attached[0] if self._attached else None
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def count(self) -> tuple[int, int]:
+        """(pages known, pages with text)."""
+        self.flush(2.0)  # include pages recorded a moment ago
+        with self._lock:
+            pages, texts = self._conn.execute("SELECT count(*), count(doc) FROM pages").fetchone()
+        return pages, texts
+
+    def search(
+        self, query: str, limit: int = 20, offset: int = 0, *, store: Store | None = None
+    ) -> SearchResults:
+        """Pages whose title or text has every word (those about the words first: in the
+        title, or frequent in the text), then pages whose URL contains every word; ``limit`` of
+        them from ``offset``.  Snippets are made from the hits' captures in ``store`` (by
+        default the attached store); without one, hits have none."""
+        self.flush(2.0)  # include pages recorded a moment ago
+        query = query.encode("utf-8", "replace").decode("utf-8")  # no lone surrogates
+        query = CONTROL.sub(" ", query)  # a NUL ends an SQLite string early
+        words = Query.parse(query)
+        match = words.match
+        likes = _like_terms(query)
+        with self._lock:
+            ids: list[int] = []
+            seen: set[int] = set()
+
+            def gather(sql: str, *args: object) -> None:
+                for (page_id,) in self._conn.execute(sql, (*args, MAX_RESULTS + len(ids))):
+                    if page_id not in seen:
+                        ids.append(page_id)
+                        seen.add(page_id)
+
+            if match is not None:
+                # CROSS JOIN: the full-text match drives, each hit joined to its live page
+                gather(
+                    "SELECT p.id FROM page_rank CROSS JOIN pages p ON p.doc = page_rank.rowid "
+                    "WHERE page_rank MATCH ? ORDER BY bm25(page_rank, 10.0, 1.0) LIMIT ?",
+                    match,
+                )
+                gather(
+                    "SELECT p.id FROM page_words CROSS JOIN pages p ON p.doc = page_words.rowid "
+                    "WHERE page_words MATCH ? ORDER BY page_words.rowid LIMIT ?",
+                    match,
+                )
+            if likes:
+                where = " AND ".join(["coalesce(url, key) LIKE ? ESCAPE '\\'"] * len(likes))
+                gather(
+                    f"SELECT id FROM pages WHERE {where} ORDER BY coalesce(url, key) LIMIT ?",  # noqa: S608
+                    *likes,
+                )
+            ids = ids[:MAX_RESULTS]
+            page = ids[offset : offset + limit] if offset >= 0 and limit > 0 else []
+            marks = ",".join("?" * len(page))
+            rows = {
+                r[0]: r
+                for r in self._conn.execute(
+                    f"SELECT id, key, coalesce(url, key), title, fetched, mime, file, pos, doc "  # noqa: S608
+                    f"FROM pages WHERE id IN ({marks})",
+                    page,
+                )
+            }
+        source = store if store is not None else self._store()
+        hits = [self._hit(rows[i], words, source) for i in page if i in rows]
+        return SearchResults(query, len(ids), hits)
+
+    def _hit(self, row: tuple, query: Query, store: Store | None) -> SearchHit:
+        _, key, url, title, fetched, mime, file, pos, doc = row
+        snippet: tuple[tuple[str, bool], ...] = ()
+        if doc is not None and store is not None and file is not None and pos is not None:
+            snippet = self._snippet(store, key, file, pos, query)
+        return SearchHit(key, url, title or "", snippet, fetched, mime)
+
+    def _snippet(
+        self, store: Store, key: str, file: str, pos: int, query: Query
+    ) -> tuple[tuple[str, bool], ...]:
+        """The snippet of one hit, from its capture read again; the start of its text when
+        the words are not in it (only in its title, or its URL)."""
+        try:
+            document, mime = self._read_document(store, key, file, pos)
+        except _READ_ERRORS as exc:
+            log.info("search: no snippet for %s: %s", key, exc)
+            return ()
+        snippet = find_snippet(document, mime, query)
+        if snippet is not None:
+            return segments(snippet)
+        _, text = extract_text(document[:SNIPPET_START], mime)
+        return ((text[:200], False),) if text else ()
+
+
+def _like_terms(query: str) -> list[str]:
+    return [
+        "%" + t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        for t in query.split()
+    ]
