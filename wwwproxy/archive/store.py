@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
+from ..fsutil import GroupSync
 from ..http.policy import Stored, is_good, is_servable, vary_matches, vary_names
 from ..url import URL, cache_name, surt, url_hash
 from .cdxj import CDXJError, CDXJRecord, Index, make_ref, parse_ref
@@ -328,6 +329,8 @@ class Store:
         self.located = MemoryCache(LOCATED_BYTES, bodies=False)
         self.root.mkdir(parents=True, exist_ok=True)
         self.index = Index(self.root / "index")
+        #: writers of this process that finish together share one flush to disk
+        self.sync = GroupSync(self.root)
         self.tmp_dir = self.root / "tmp"
         self.tmp_dir.mkdir(exist_ok=True)  # once here, not per request on the event loop
         #: told about every put and delete (:class:`StoreListener`), in the changing thread
@@ -406,7 +409,9 @@ class Store:
             date=date or datetime.now(UTC),
             previous=newest.previous() if newest is not None else None,
         )
-        locations = append_exchange(path, records, compress_level=_compress_level(response))
+        locations = append_exchange(
+            path, records, compress_level=_compress_level(response), sync=self.sync
+        )
         name = self.warcfile_name(path)
         lines = [
             self._index_line(key, rec.info, name, loc.offset, loc.length)

@@ -14,6 +14,7 @@ from datetime import timedelta
 import pytest
 
 from wwwproxy.archive import warc as W
+from wwwproxy.fsutil import GroupSync
 
 from .conftest import KEY, T0, URI, build_file, file_records, read_all, warcio_check, write
 
@@ -172,3 +173,48 @@ def test_fifty_megabyte_body_in_bounded_memory(tmp_path):
     assert read_peak < 5_000_000, read_peak
     assert os.path.getsize(path) > 50 * 1024 * 1024  # random data: really stored, not elided
     assert warcio_check(path) == 2
+
+
+class FailingFlush(GroupSync):
+    """A disk that fails the flush (EIO/ENOSPC at fsync time cannot be made to happen here)."""
+
+    def _flush(self, batch: set[str]) -> None:
+        raise OSError(28, "No space left on device")
+
+
+def _exchange(body: bytes) -> list[W.PendingRecord]:
+    return W.build_exchange(
+        target_uri=URI,
+        archive_key=KEY,
+        request=W.HTTPRequest("GET", [("Host", "example.com")], b""),
+        response=W.HTTPResponse(200, "OK", [("Content-Type", "text/plain")], body),
+        date=T0 + timedelta(seconds=len(body)),
+    )
+
+
+def test_group_flushed_appends_are_whole_and_readable(tmp_path):
+    path = tmp_path / "host" / "a.warc.gz"
+    group = GroupSync(tmp_path)
+    threads = [
+        threading.Thread(
+            target=lambda i=i: W.append_exchange(path, _exchange(b"x" * i), sync=group)
+        )
+        for i in range(1, 9)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    warcio_check(path)
+    records, problems = file_records(path)
+    assert len(records) == 16 and not problems and group.flushes <= 8
+
+
+def test_a_failed_group_flush_cuts_the_records_back_off(tmp_path):
+    path = tmp_path / "a.warc.gz"
+    W.append_exchange(path, _exchange(b"kept"))
+    size = path.stat().st_size
+    with pytest.raises(OSError):
+        W.append_exchange(path, _exchange(b"not acknowledged"), sync=FailingFlush(tmp_path))
+    assert path.stat().st_size == size  # nothing unacknowledged stays behind
+    warcio_check(path)

@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 from warcio.warcwriter import WARCWriter
 
-from ...fsutil import fsync_dir
+from ...fsutil import GroupSync, fsync_dir
 from .build import PendingRecord
 from .read import _scan
 from .record import _RAW_CHUNK, WARC_VERSION, RecordLocation, WARCFormatError, WARCWriteError
@@ -127,14 +127,17 @@ def append_exchange(
     records: Sequence[PendingRecord],
     *,
     compress_level: int = COMPRESS_LEVEL,
+    sync: GroupSync | None = None,
 ) -> list[RecordLocation]:
     """Append ``records`` (one gzip member each) to the key's file; return offsets and lengths.
 
     Holds an exclusive ``flock`` for the whole append, so appends from threads or processes
     never interleave and never mistake another writer's record in progress for a torn tail.
     Before writing, a torn tail left by a crash is cut off (see :func:`_repair_tail`) so new
-    records stay readable. Data is fsynced before returning. If writing fails, the file is cut
-    back to where it was and :class:`WARCWriteError` (or the OSError) is raised.
+    records stay readable. Data is durable before returning: fsynced, or with ``sync``, flushed
+    together with the writes of other threads (:class:`~wwwproxy.fsutil.GroupSync`), after the
+    lock is released. If writing or flushing fails, the file is cut back to where it was (when
+    nothing was appended after) and :class:`WARCWriteError` (or the OSError) is raised.
     """
     path = Path(path)
     _make_dirs(path.parent)
@@ -165,15 +168,33 @@ def append_exchange(
                     pos += member.written
                 if fh.tell() != pos:
                     raise WARCWriteError(f"file position {fh.tell()} != expected {pos}")
-                os.fsync(fh.fileno())
+                if sync is None:
+                    os.fsync(fh.fileno())
             except BaseException:
                 _undo(fh, start, path)
                 raise
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-    if created:
+        if sync is not None:
+            try:
+                sync.sync([path, path.parent] if created else [path])
+            except OSError:
+                _undo_if_last(fh, start, pos, path)
+                raise
+    if created and sync is None:
         fsync_dir(path.parent)
     return locations
+
+
+def _undo_if_last(fh: BinaryIO, start: int, end: int, path: Path) -> None:
+    """A flush failed after the lock was released: cut our records back off, unless another
+    writer has appended after them meanwhile (then they stay, complete and unindexed)."""
+    fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    try:
+        if os.fstat(fh.fileno()).st_size == end:
+            _undo(fh, start, path)
+    finally:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def _undo(fh: BinaryIO, start: int, path: Path) -> None:

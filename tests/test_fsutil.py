@@ -1,0 +1,97 @@
+"""fsutil: group commit (GroupSync) shares one flush among writers that finish together and
+never acknowledges a write before a flush that began after it and covers it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from wwwproxy import fsutil
+from wwwproxy.fsutil import SYNCFS_OVER, GroupSync
+
+
+def test_one_writer_gets_one_flush_of_its_own_files(tmp_path: Path) -> None:
+    group = GroupSync(tmp_path)
+    (tmp_path / "a").write_bytes(b"x")
+    group.sync([tmp_path / "a", tmp_path])
+    assert (group.flushes, group.syncfs_flushes) == (1, 0)
+    group.sync([tmp_path / "a"])  # a later write needs a later flush
+    assert group.flushes == 2
+
+
+def piled_up_writers(group: GroupSync, tmp_path: Path, count: int) -> list[set[str]]:
+    """A first writer whose flush is slow, then ``count`` more that pile up behind it; the
+    batches each flush covered."""
+    batches: list[set[str]] = []
+    release = threading.Event()
+    real = group._flush
+
+    def slow_flush(batch: set[str]) -> None:
+        batches.append(set(batch))
+        real(batch)
+        if len(batches) == 1:
+            release.wait(5)
+
+    group._flush = slow_flush  # type: ignore[method-assign]
+    done: list[int] = []
+
+    def writer(i: int) -> None:
+        path = tmp_path / f"f{i}"
+        path.write_bytes(b"data")
+        group.sync([path, tmp_path / "journal"])
+        done.append(i)
+
+    (tmp_path / "journal").write_bytes(b"")
+    first = threading.Thread(target=writer, args=(0,))
+    first.start()
+    while not group._running:
+        time.sleep(0.001)
+    others = [threading.Thread(target=writer, args=(i,)) for i in range(1, count + 1)]
+    for t in others:
+        t.start()
+    time.sleep(0.2)
+    assert done == []  # nobody is acknowledged before a flush that began after its write
+    release.set()
+    for t in [first, *others]:
+        t.join(10)
+    assert sorted(done) == list(range(count + 1))
+    return batches
+
+
+def test_writers_finishing_together_share_one_flush(tmp_path: Path) -> None:
+    group = GroupSync(tmp_path)
+    batches = piled_up_writers(group, tmp_path, 8)
+    # the first writer's, and one for the eight that waited (their journal once)
+    assert len(batches) == 2
+    assert batches[1] == {str(tmp_path / f"f{i}") for i in range(1, 9)} | {
+        str(tmp_path / "journal")
+    }
+    assert group.syncfs_flushes == (1 if fsutil._SYNCFS is not None else 0)
+
+
+def test_a_small_batch_is_fsynced_file_by_file(tmp_path: Path) -> None:
+    group = GroupSync(tmp_path)
+    batches = piled_up_writers(group, tmp_path, SYNCFS_OVER - 2)
+    assert len(batches) == 2 and len(batches[1]) <= SYNCFS_OVER
+    assert group.syncfs_flushes == 0
+
+
+def test_a_failed_flush_is_an_error_for_the_writer_and_retried_by_the_next(
+    tmp_path: Path,
+) -> None:
+    group = GroupSync(tmp_path)
+    missing = tmp_path / "not yet"
+    with pytest.raises(OSError):
+        group.sync([missing])
+    missing.write_bytes(b"now")
+    group.sync([])  # the next flush covers what the failed one did not
+    assert group.flushes == 1
+
+
+def test_without_syncfs_a_large_batch_is_fsynced_file_by_file(tmp_path: Path) -> None:
+    group = GroupSync(tmp_path, use_syncfs=False)
+    piled_up_writers(group, tmp_path, 8)
+    assert group.flushes == 2 and group.syncfs_flushes == 0
