@@ -69,7 +69,7 @@ class _Reference(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         raw = self.get_starttag_text()
         assert raw is not None
-        self.collector.start_tag(tag, raw)
+        self.collector.start_tag(tag, html_links._tag_attributes(raw))  # noqa: SLF001
         if tag == "style":
             self.style = []
 

@@ -297,9 +297,8 @@ class _Collector:
         if value:
             self.items.append((value, kind, requisite, False))
 
-    def start_tag(self, tag: str, raw: str) -> None:
-        """A start tag (``raw``: its whole text, ``tag``: its lower-cased name)."""
-        a = _tag_attributes(raw)
+    def start_tag(self, tag: str, a: dict[str, str]) -> None:
+        """A start tag: its lower-cased name and its attributes."""
         get = a.get
         if tag in ("a", "area"):
             self.add(get("href") or get("xlink:href"), tag, False)
@@ -373,15 +372,34 @@ _WS = r"[ \t\n\r\f]"
 _NAME = r"[a-zA-Z][a-zA-Z0-9-]*+"
 _ATTR_NAME = r"[a-zA-Z_:][-a-zA-Z0-9_:.]*+"
 _ATTR_VALUE = r"""(?:"[^"]*+"|'[^']*+'|[^\s"'=<>`]++)"""
-_NOT_STYLE = r"(?!(?i:style)(?![-a-zA-Z0-9_:.]))"
+_NOT_STYLE = r"(?![sS][tT][yY][lL][eE](?![-a-zA-Z0-9_:.]))"
 
 
 def _plain_attributes(guard: str = "") -> str:
     return rf"(?:{_WS}++{guard}{_ATTR_NAME}(?:{_WS}*+={_WS}*+{_ATTR_VALUE})?+)*+{_WS}*+"
 
 
-_PLAIN_TAG = re.compile(rf"<({_NAME}){_plain_attributes()}(/?)>")
-_WANTED_NAME = "(?i:" + "|".join(sorted(_WANTED)) + r")[ \t\n\r\f/>]"
+_PLAIN_TAG = re.compile(rf"<({_NAME})({_plain_attributes()})(/?)>")
+_PLAIN_ATTRIBUTE = re.compile(
+    rf"""{_WS}++({_ATTR_NAME})(?:{_WS}*+={_WS}*+(?:"([^"]*+)"|'([^']*+)'|([^\s"'=<>`]++)))?+"""
+)
+
+
+def _name_trie(names: list[str]) -> str:
+    """An expression for these (ASCII) names, ignoring case, that fails at the first letter:
+    sre tries the alternatives of a plain list one by one."""
+    by_first: dict[str, list[str]] = {}
+    for name in names:
+        by_first.setdefault(name[0], []).append(name[1:])
+    parts = []
+    for first, rests in sorted(by_first.items()):
+        alternatives = sorted(rests, key=len, reverse=True)
+        inner = "|".join("".join(f"[{c}{c.upper()}]" for c in rest) for rest in alternatives)
+        parts.append(f"[{first}{first.upper()}](?:{inner})")
+    return "(?:" + "|".join(parts) + ")"
+
+
+_WANTED_NAME = _name_trie(sorted(_WANTED)) + r"[ \t\n\r\f/>]"
 #: a run of what no link can come from: text, end tags, comments, declarations, processing
 #: instructions, a "<" that starts nothing, and plain tags not wanted and without a style
 _PASS_OVER = re.compile(
@@ -397,23 +415,29 @@ _PASS_OVER = re.compile(
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
-def _start_tag(text: str, i: int) -> tuple[int, str | None, bool]:
+def _start_tag(text: str, i: int) -> tuple[int, str | None, bool, dict[str, str] | None]:
     """The start tag at ``text[i]`` ("<" and a letter), by the stdlib's rules: where it ends
     (-1: at the end of the document, unfinished), its lower-cased name (None: the stdlib
-    takes it as text) and whether it ends with "/>"."""
+    takes it as text), whether it ends with "/>", and for a plain tag its attributes."""
     m = _PLAIN_TAG.match(text, i)
     if m is not None:
-        return m.end(), m.group(1).lower(), m.group(2) == "/"
+        attrs: dict[str, str] = {}
+        for name, dq, sq, bare in _PLAIN_ATTRIBUTE.findall(m.group(2)):
+            name = name.lower()
+            if name not in attrs:
+                value = dq or sq or bare
+                attrs[name] = _unescape_attr(value) if "&" in value else value
+        return m.end(), m.group(1).lower(), m.group(3) == "/", attrs
     j = _LOCATE_START_TAG_END.match(text, i).end()  # type: ignore[union-attr]
     after = text[j : j + 1]
     if after == ">":
         end = j + 1
     elif after == "/":
         if not text.startswith("/>", j):
-            return -1, None, False
+            return -1, None, False, None
         end = j + 2
     elif not after or after in _LETTERS or after == "=":
-        return -1, None, False
+        return -1, None, False, None
     else:
         end = j if j > i else i + 1
     name = _TAG_FIND.match(text, i + 1)
@@ -423,8 +447,8 @@ def _start_tag(text: str, i: int) -> tuple[int, str | None, bool]:
         k = attr.end()
     rest = text[k:end].strip()
     if rest not in (">", "/>"):
-        return end, None, False
-    return end, name.group(1).lower(), rest == "/>"
+        return end, None, False, None
+    return end, name.group(1).lower(), rest == "/>", None
 
 
 def _raw_text_end(text: str, tag: str, i: int) -> tuple[int, int]:
@@ -451,11 +475,11 @@ def _scan(text: str, collector: _Collector, *, pass_over: bool = True) -> None:
             return
         c = text[i + 1 : i + 2]
         if c.isascii() and c.isalpha():
-            end, tag, closed = _start_tag(text, i)
+            end, tag, closed, attrs = _start_tag(text, i)
             if end < 0:
                 return
             if tag is not None:
-                collector.start_tag(tag, text[i:end])
+                collector.start_tag(tag, _tag_attributes(text[i:end]) if attrs is None else attrs)
                 if not closed and tag in _RAW_TEXT:
                     content_end, close_end = _raw_text_end(text, tag, end)
                     if tag == "style":

@@ -390,7 +390,12 @@ class Prefetcher:
         except (ValueError, OSError) as exc:
             log.warning("%s: links not followed: %s", url.file, exc)
             return
-        for t in next_tasks(task, links, self.options):
+        # a URL already taken on at this level or lower gains nothing (_discover drops it):
+        # left out before the scope rules, which parse every URL; most of a site's links are
+        # to pages it has taken on already
+        best = self._best
+        fresh = [link for link in links if best.get(link.url, task.level + 1) > task.level]
+        for t in next_tasks(task, fresh, self.options):
             self._discover(t)
 
     def _redirect_loop(self, source: str, target: str) -> str | None:
