@@ -313,7 +313,7 @@ _FAST_LINE_RE = re.compile(
     r"(?P<key>[^\x00-\x20\x7f!{][^\x00-\x20\x7f]*)"
     r" (?P<ts>(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})"
     r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{6}Z)"
-    r" (?P<type>[!#$%&'*+\-.^_`|~0-9A-Za-z]+)"
+    r" (?P<type>(?P<revisit>revisit)(?= )|[!#$%&'*+\-.^_`|~0-9A-Za-z]+)"
     rf' \{{"uri":"(?P<uri>{_S}+)"'
     r'(?:,"sha":"(?P<sha>[A-Z2-7]{32})")?'
     r'(?:,"dig":"(?P<dig>[A-Za-z0-9][A-Za-z0-9_.+-]*:[^"\\\s\x00-\x1f]+)")?'
@@ -326,16 +326,22 @@ _FAST_LINE_RE = re.compile(
     rf'(?:,"ple":(?P<ple>{_INT}))?'
     rf'(?:,"rle":(?P<rle>{_INT}))?'
     rf'(?:,"rct":"(?P<rct>{_S}+)")?'
-    rf'(?:,"rou":"(?P<rou>{_S}+)")?'
+    # the keys only revisit records may have
+    rf'(?(revisit)(?:,"rou":"(?P<rou>{_S}+)")?'
     rf'(?:,"rod":"(?P<rod>{_S}+)")?'
-    rf'(?:,"roi":"(?P<roi>{_S}+)")?'
+    rf'(?:,"roi":"(?P<roi>{_S}+)")?)'
     r"\}"
 )
 _FAST_NAMES = ("uri", "sha", "dig", "hsc", "hsc", "mct", "ref", "rid", "cle", "ple", "rle", "rct",
                "rou", "rod", "roi")  # fmt: skip
-# groups 1-4 are key, ts, date, type; the JSON values follow in _FAST_NAMES order
-assert _FAST_LINE_RE.groupindex["uri"] == 5 and _FAST_LINE_RE.groups == 4 + len(_FAST_NAMES)
-_HSC_INT = _FAST_LINE_RE.groupindex["hsc"] - 1
+_GROUP = {name: n - 1 for name, n in _FAST_LINE_RE.groupindex.items()}  # index in groups()
+# the JSON values are the last groups, in _FAST_NAMES order
+assert (
+    _FAST_LINE_RE.groups == _GROUP["uri"] + len(_FAST_NAMES) and _GROUP["hscs"] == _GROUP["hsc"] + 1
+)
+_KEY, _TS, _DATE, _TYPE, _FIRST, _HSC, _CLE, _PLE, _RLE, _ROD = (
+    _GROUP[name] for name in ("key", "ts", "date", "type", "uri", "hsc", "cle", "ple", "rle", "rod")
+)
 _VALID_DATES: dict[str, bool] = {}  # "YYYY-MM-DD" -> whether it is a real date
 
 
@@ -357,31 +363,31 @@ def _parse_canonical(text: str, raw: bytes | None) -> CDXJRecord | None:
     """The record of a line in canonical form (``raw`` is its UTF-8 if known), or ``None``
     when the line needs the full parser (which then also reports its errors)."""
     m = _FAST_LINE_RE.fullmatch(text)
-    if m is None or not _valid_date(m[3]):
+    if m is None:
         return None
     g = m.groups()
-    record_type = g[3]
-    fields: dict[str, Any] = {
-        k: v for k, v in zip(_FAST_NAMES, g[4:], strict=True) if v is not None
-    }
-    if g[_HSC_INT] is not None:
-        fields["hsc"] = int(g[_HSC_INT])
-    for name in ("cle", "ple", "rle"):
-        if name in fields:
-            fields[name] = int(fields[name])
-    if "rou" in fields or "rod" in fields or "roi" in fields:
-        if record_type != "revisit":
+    if not _VALID_DATES.get(g[_DATE]) and not _valid_date(g[_DATE]):
+        return None
+    values = g[_FIRST:]
+    fields: dict[str, Any] = {k: v for k, v in zip(_FAST_NAMES, values) if v is not None}  # noqa: B905
+    if g[_HSC] is not None:
+        fields["hsc"] = int(g[_HSC])
+    if g[_CLE] is not None:
+        fields["cle"] = int(g[_CLE])
+    if g[_PLE] is not None:
+        fields["ple"] = int(g[_PLE])
+    if g[_RLE] is not None:
+        fields["rle"] = int(g[_RLE])
+    if g[_ROD] is not None:
+        try:
+            normalize_timestamp(g[_ROD])
+        except CDXJError:
             return None
-        if "rod" in fields:
-            try:
-                normalize_timestamp(fields["rod"])
-            except CDXJError:
-                return None
     record = object.__new__(CDXJRecord)
     record.__dict__.update(
-        key=g[0],
-        timestamp=g[1],
-        record_type=record_type,
+        key=g[_KEY],
+        timestamp=g[_TS],
+        record_type=g[_TYPE],
         fields=fields,
         _raw=text.encode() if raw is None else raw,
     )
@@ -457,7 +463,7 @@ class CDXJRecord:
     @classmethod
     def _parse(cls, line: str | bytes) -> CDXJRecord:
         raw: bytes | None = None
-        if isinstance(line, bytes | bytearray | memoryview):
+        if type(line) is bytes or isinstance(line, bytes | bytearray | memoryview):
             raw = bytes(line)
             try:
                 text = raw.decode("utf-8")
