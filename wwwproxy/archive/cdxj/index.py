@@ -1,9 +1,10 @@
-"""The on-disk CDXJ index: a sorted file searched by binary search, plus an appended journal.
+"""The on-disk CDXJ index: a sorted file searched through a sparse index, plus a journal.
 
-``index.cdxj`` is never read whole: lookups binary-search it over byte offsets. New records are
-appended to ``journal.cdxj`` (durably, under ``flock``) and are visible at once, since lookups
-consult both; ``Index.compact()`` merges the journal into a new sorted index with an atomic
-rename.
+``index.cdxj`` is never read whole: lookups bisect a sparse in-memory index of its keys (one per
+8 KiB, ``read.IndexFile``) and read one block. New records are appended to ``journal.cdxj``
+(durably, under ``flock``) and are visible at once, since lookups consult both;
+``Index.compact()`` merges the journal into a new sorted index with an atomic rename. Every
+lookup checks that the files are still the ones it knows, so changes on disk show at once.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import BinaryIO
 
 from ...fsutil import fsync_dir
 from .line import (
@@ -37,7 +37,15 @@ from .line import (
     parse_timestamp,
 )
 from .merge import DEFAULT_RUN_LINES, _atomic_write, _external_sort, merge_sorted, write_index
-from .read import StrPath, _Headers, _scan, check, file_version, iter_records, read_journal
+from .read import (
+    IndexFile,
+    StrPath,
+    _scan,
+    check,
+    file_version,
+    iter_records,
+    read_journal,
+)
 
 __all__ = ["INDEX_NAME", "JOURNAL_NAME", "Index", "IndexFile", "append_journal"]
 
@@ -46,11 +54,11 @@ log = logging.getLogger(__package__)  # the logger of the whole CDXJ layer, as b
 INDEX_NAME = "index.cdxj"
 JOURNAL_NAME = "journal.cdxj"
 
-_READ_BUFFER = 8192
 _MAX_PROBLEMS = 1000
 _SEALED_RE = re.compile(r"journal-[0-9]{20}-[0-9]+\.sealed\Z")
 _LOCK_NAME = ".compact.lock"
 _FILE_MODE = 0o600  # the cache is private browsing history
+_SETTLED_NS = 1_000_000_000  # a directory listing is reused once its mtime is this old
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,89 +134,6 @@ def append_journal(path: StrPath, records: Iterable[CDXJRecord]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Binary search in a sorted file
-
-
-def _lower_bound(f: BinaryIO, lo: int, hi: int, target: bytes) -> int:
-    """Offset of the first line ``>= target`` among lines starting in ``[lo, hi)``.
-
-    ``lo`` is a line start; lines before it are ``< target``. Each step seeks to the middle,
-    skips to the next line start and compares that line's first ``len(target)`` bytes.
-    """
-    n = len(target)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        s = lo
-        if mid > lo:
-            f.seek(mid - 1)
-            f.readline()
-            s = f.tell()
-            if s >= hi:
-                s = lo  # no line starts in [mid, hi): test the line at lo
-        f.seek(s)
-        line = f.readline()
-        head = line[:n]
-        nl = head.find(b"\n")
-        if nl >= 0:
-            head = head[:nl]
-        if head < target:
-            lo = s + len(line)
-        else:
-            hi = s
-    return lo
-
-
-class IndexFile:
-    """A sorted CDXJ file searched by binary search over byte offsets.
-
-    Each search opens the file, so it sees the index that is current then (and keeps reading
-    that one even if ``compact()`` replaces it meanwhile); only a read buffer is in memory.
-    """
-
-    def __init__(self, path: StrPath) -> None:
-        self.path = Path(path)
-        self._header: tuple[tuple[int, int, int, int], int] | None = None
-
-    def _data_start(self, f: BinaryIO, st: os.stat_result) -> int:
-        ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        cached = self._header
-        if cached is not None and cached[0] == ident:
-            return cached[1]
-        headers = _Headers(os.fspath(self.path))
-        f.seek(0)
-        start = 0
-        lineno = 0
-        while True:
-            raw = f.readline()
-            if not raw.startswith(b"!"):
-                break
-            lineno += 1
-            headers.feed(raw.rstrip(b"\n"), lineno)
-            start += len(raw)
-        self._header = (ident, start)
-        return start
-
-    def lines(self, prefix: bytes) -> Iterator[tuple[int, bytes]]:
-        """``(offset, line)`` for each line starting with ``prefix``, in file order."""
-        try:
-            f = open(self.path, "rb", buffering=_READ_BUFFER)  # noqa: SIM115 - closed below
-        except FileNotFoundError:
-            return
-        with f:
-            st = os.fstat(f.fileno())
-            if st.st_size == 0:
-                return
-            pos = _lower_bound(f, self._data_start(f, st), st.st_size, prefix)
-            f.seek(pos)
-            for raw in f:
-                line = raw[:-1] if raw.endswith(b"\n") else raw
-                if not line.startswith(prefix):
-                    return
-                yield pos, line
-                pos += len(raw)
-
-
-# ---------------------------------------------------------------------------------------------
 # The index: sorted file + journal
 
 
@@ -259,6 +184,7 @@ class Index:
         self._compact_lock = threading.Lock()
         self._journal_cache: dict[str, tuple[_Ident, list[CDXJRecord]]] = {}
         self._view: tuple[tuple[_Ident | None, ...], list[bytes], list[CDXJRecord]] | None = None
+        self._listed: tuple[tuple[int, int, int], bool, list[Path]] | None = None
         self._problems: dict[str, None] = {}
 
     # -- writing -------------------------------------------------------------------------------
@@ -451,12 +377,39 @@ class Index:
         self._journal_cache[key] = (ident, records)
         return ident, records
 
+    def _listing(self) -> tuple[bool, list[Path]]:
+        """Whether the active journal exists, and the sealed journals: the directory is listed
+        again only when its mtime changed, since every journal's creation, sealing and removal
+        and every new index change it (appends do not; the active journal is checked itself).
+        """
+        now = time.time_ns()
+        try:
+            st = os.stat(self.directory)
+        except FileNotFoundError:
+            return False, []
+        key = (st.st_dev, st.st_ino, st.st_mtime_ns)
+        cached = self._listed
+        if cached is not None and cached[0] == key:
+            return cached[1], cached[2]
+        try:
+            names = sorted(os.listdir(self.directory))
+        except FileNotFoundError:
+            return False, []
+        has_journal = JOURNAL_NAME in names
+        sealed = [self.directory / name for name in names if _SEALED_RE.match(name)]
+        # kept only for an mtime well in the past: with coarse file timestamps, a change in
+        # the same clock tick as this listing could leave the mtime as it is
+        self._listed = (key, has_journal, sealed) if now - st.st_mtime_ns > _SETTLED_NS else None
+        return has_journal, sealed
+
     def _journal_view(self) -> tuple[list[bytes], list[CDXJRecord]]:
         """Sorted unique lines of all journals (active first, then sealed) and their records."""
         with self._lock:
-            parts = [self._journal(self.journal_path)]
-            sealed = self._sealed_paths()
-            parts += [self._journal(path) for path in sealed]
+            has_journal, sealed = self._listing()
+            parts = [self._journal(self.journal_path) if has_journal else (None, [])]
+            for path in sealed:  # a sealed journal never changes: read once
+                cached = self._journal_cache.get(os.fspath(path))
+                parts.append(cached if cached is not None else self._journal(path))
             idents = tuple(ident for ident, _ in parts)
             if self._view is not None and self._view[0] == idents:
                 return self._view[1], self._view[2]
@@ -476,26 +429,35 @@ class Index:
         j = i
         while j < len(jlines) and jlines[j].startswith(target):
             j += 1
+        previous: bytes | None = None
+        if i == j:  # nothing in the journals: the index alone, without the merge
+            for offset, line in self._file.lines(target):
+                if line == previous:
+                    continue
+                previous = line
+                try:
+                    record = CDXJRecord._parse(line)
+                except CDXJError as e:
+                    self._report(str(e.at(f"{self.index_path} (byte {offset})", None)))
+                    continue
+                if record_types is None or record.record_type in record_types:
+                    yield record
+            return
         from_journal = ((jlines[k], -1, jrecords[k]) for k in range(i, j))
         from_index = ((line, offset, None) for offset, line in self._file.lines(target))
-        previous: bytes | None = None
-        source = os.fspath(self.index_path)
-        for line, offset, record in heapq.merge(
-            from_index, from_journal, key=operator.itemgetter(0)
-        ):
+        merged = heapq.merge(from_index, from_journal, key=operator.itemgetter(0))
+        for line, offset, found in merged:
             if line == previous:
                 continue
             previous = line
-            if record is None:
+            if found is None:
                 try:
-                    record = CDXJRecord.parse_line(
-                        line, source=f"{source} (byte {offset})", lineno=None
-                    )
+                    found = CDXJRecord._parse(line)
                 except CDXJError as e:
-                    self._report(str(e))
+                    self._report(str(e.at(f"{self.index_path} (byte {offset})", None)))
                     continue
-            if record_types is None or record.record_type in record_types:
-                yield record
+            if record_types is None or found.record_type in record_types:
+                yield found
 
     def captures(
         self, key: str, *, record_types: Collection[str] | None = None

@@ -1,4 +1,5 @@
-"""Reading CDXJ files: the header block, records in file order, journals, and checks.
+"""Reading CDXJ files: the header block, records in file order, journals, checks, and searching
+a sorted file through a sparse index of its keys.
 
 Strict readers raise ``CDXJError`` naming ``file:line`` at the first problem; tolerant ones
 (journals above all, whose last line may be torn by a killed writer) skip bad lines and describe
@@ -7,13 +8,24 @@ them instead.
 
 from __future__ import annotations
 
+import bisect
 import os
+import threading
+from array import array
 from collections.abc import Iterator
+from pathlib import Path
 from typing import BinaryIO
 
 from .line import SUPPORTED_MAJOR, CDXJError, CDXJRecord, CDXJVersionError, parse_header
 
-__all__ = ["check", "file_version", "iter_records", "read_journal"]
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "IndexFile",
+    "check",
+    "file_version",
+    "iter_records",
+    "read_journal",
+]
 
 StrPath = str | os.PathLike[str]
 
@@ -200,3 +212,201 @@ def check(path: StrPath, *, index: bool = False) -> list[str]:
     except OSError as e:
         problems.append(f"{source}: cannot read: {e.strerror or e}")
     return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Searching a sorted file: a sparse index of sampled keys, then one read
+#
+# The sorted index is never read whole. On first use, and again whenever the file changes (its
+# device, inode, size or mtime), the line starting first after every ``block_size`` bytes is
+# sampled: the start of the line (its key and the space after it, at most ``_SAMPLE_MAX``
+# bytes) and its offset, about 100 bytes of memory per 8 KiB block, 4 MB for a million lines.
+# A search bisects the samples in memory and reads the one block that can hold the first match
+# with one ``pread``, instead of a dozen seeks and reads of a binary search on disk.
+
+DEFAULT_BLOCK_SIZE = 8192
+_SAMPLE_MAX = 256  # longer keys are cut: searches stay right, only their reads get longer
+_READ = 65536
+_Ident = tuple[int, int, int, int]
+
+
+def _ident(st: os.stat_result) -> _Ident:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _line_at(fd: int, pos: int) -> bytes:
+    """The line starting at ``pos``, with its newline if it has one."""
+    parts = []
+    while True:
+        chunk = os.pread(fd, 4096, pos)
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            parts.append(chunk[: newline + 1])
+            break
+        if not chunk:
+            break
+        parts.append(chunk)
+        pos += len(chunk)
+    return b"".join(parts)
+
+
+def _data_start(fd: int, source: str) -> int:
+    """Where the records start: after the ``!`` header lines, whose versions are checked."""
+    headers = _Headers(source)
+    start = lineno = 0
+    while True:
+        line = _line_at(fd, start)
+        if not line.startswith(b"!"):
+            return start
+        lineno += 1
+        headers.feed(line.rstrip(b"\n"), lineno)
+        start += len(line)
+
+
+def _sample(head: bytes) -> bytes:
+    """What is kept of the line ``head`` starts: its key and the space after it."""
+    end = head.find(b"\n")
+    if end >= 0:
+        head = head[:end]
+    space = head.find(b" ", 0, _SAMPLE_MAX)
+    return head[: space + 1] if space >= 0 else head[:_SAMPLE_MAX]
+
+
+class _Snapshot:
+    """One version of a sorted file: an open descriptor, where records start, the samples."""
+
+    __slots__ = ("fd", "ident", "keys", "offsets", "size", "start")
+
+    def __init__(self, fd: int, source: str, block_size: int) -> None:
+        self.fd = fd  # owned from here (closed by __del__); only pread() is used on it
+        self.ident = _ident(os.fstat(fd))
+        self.size = self.ident[2]
+        self.start = _data_start(fd, source)
+        self.keys: list[bytes] = []  # keys[n] is a prefix of the line at offsets[n]
+        self.offsets = array("q")
+        pos = self.start
+        while pos < self.size:
+            self.keys.append(_sample(os.pread(fd, _SAMPLE_MAX + 1, pos)))
+            self.offsets.append(pos)
+            pos = self._line_start(pos + block_size)
+
+    def __del__(self) -> None:
+        os.close(self.fd)
+
+    def _line_start(self, at: int) -> int:
+        """The first line start at or after ``at`` (the file size if there is none)."""
+        at -= 1  # a line starts at `at` if the byte before it ends a line
+        while at < self.size:
+            chunk = os.pread(self.fd, 4096, at)
+            if not chunk:
+                break
+            newline = chunk.find(b"\n")
+            if newline >= 0:
+                return at + newline + 1
+            at += len(chunk)
+        return self.size
+
+    def lines(self, target: bytes) -> Iterator[tuple[int, bytes]]:
+        """``(offset, line)`` for each line starting with ``target``, in file order."""
+        keys = self.keys
+        if not keys:
+            return
+        # a line is >= its sample, so the line of the first sample >= target is >= target too;
+        # a line is < target if its sample is and is no prefix of target (one cut short may be)
+        i = bisect.bisect_left(keys, target)
+        hi = self.offsets[i] if i < len(keys) else self.size
+        while i > 0 and target.startswith(keys[i - 1]):
+            i -= 1
+        lo = self.offsets[i - 1] if i > 0 else self.start
+        # so the first line >= target, the first match if there is one, starts in [lo, hi]
+        found = self._first(lo, hi, target)
+        if found is None:
+            return
+        base, buf, at = found  # buf holds the file from offset base; a match starts at buf[at]
+        while True:
+            end = buf.find(b"\n", at)
+            if end < 0 and base + len(buf) < self.size:  # the line goes on: read more
+                more = os.pread(self.fd, _READ, base + len(buf))
+                if more:  # (nothing if the file was cut short meanwhile)
+                    buf = buf[at:] + more
+                    base += at
+                    at = 0
+                    continue
+            line = buf[at:end] if end >= 0 else buf[at:]
+            if not line.startswith(target) or (not line and end < 0):
+                return
+            yield base + at, line
+            if end < 0:
+                return
+            at = end + 1
+
+    def _first(self, lo: int, hi: int, target: bytes) -> tuple[int, bytes, int] | None:
+        """The first line starting in ``[lo, hi]`` (``lo`` is a line start) that starts with
+        ``target``: as (offset of the buffer, the buffer, its index there); read in windows."""
+        extra = len(target) + 1024  # enough to hold the match's line mostly
+        buf = os.pread(self.fd, min(hi - lo, _READ) + extra, lo)
+        if buf.startswith(target):
+            return lo, buf, 0
+        needle = b"\n" + target
+        base = lo
+        while True:
+            at = buf.find(needle, 0, hi - base + len(target))  # its line starts by hi
+            if at >= 0:
+                return base, buf, at + 1
+            end = base + len(buf)
+            if end >= hi + len(target) or end >= self.size or not buf:
+                return None
+            more = os.pread(self.fd, min(hi - end, _READ) + extra, end)
+            if not more:  # the file was cut short meanwhile
+                return None
+            keep = min(len(needle) - 1, len(buf))  # a needle may straddle the windows
+            buf = buf[len(buf) - keep :] + more
+            base = end - keep
+
+
+class IndexFile:
+    """A sorted CDXJ file, searched through a sparse index of its keys (see above).
+
+    The file stays open between searches; each search checks that the path still names the
+    same unchanged file, and otherwise opens and samples it afresh, so it sees a new index at
+    once. A search under way keeps reading the version it began on (its descriptor stays valid
+    when ``compact()`` renames a new index over it). Thread-safe.
+    """
+
+    def __init__(self, path: StrPath, *, block_size: int = DEFAULT_BLOCK_SIZE) -> None:
+        if block_size < 1:
+            raise ValueError(f"block_size must be positive, not {block_size}")
+        self.path = Path(path)
+        self.block_size = block_size
+        self._snapshot: _Snapshot | None = None
+        self._lock = threading.Lock()
+
+    def _current(self) -> _Snapshot | None:
+        try:
+            ident = _ident(os.stat(self.path))
+        except FileNotFoundError:
+            return None
+        snapshot = self._snapshot
+        if snapshot is not None and snapshot.ident == ident:
+            return snapshot
+        with self._lock:  # one sampling at a time; the others wait and use it
+            snapshot = self._snapshot
+            if snapshot is not None and snapshot.ident == ident:
+                return snapshot
+            try:
+                fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return None
+            snapshot = _Snapshot(fd, os.fspath(self.path), self.block_size)
+            self._snapshot = snapshot  # the one before is closed once no search uses it
+            return snapshot
+
+    def lines(self, prefix: bytes) -> Iterator[tuple[int, bytes]]:
+        """``(offset, line)`` for each line starting with ``prefix``, in file order."""
+        snapshot = self._current()
+        return iter(()) if snapshot is None else snapshot.lines(prefix)
+
+    def sample_count(self) -> int:
+        """Keys in the sparse index of the file as it is now (each costs about 100 bytes)."""
+        snapshot = self._current()
+        return 0 if snapshot is None else len(snapshot.keys)
