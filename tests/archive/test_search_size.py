@@ -198,6 +198,15 @@ def test_snippets_find_the_words_where_a_reader_sees_them(store):
         b"line one\nsome words: mango",
         [("Content-Type", "text/plain")],
     )
+    filler = " ".join(f"text{i}" for i in range(600))
+    site_nav = '<nav><a href="/papaya">Papaya</a></nav>'
+    put(
+        store,
+        "http://s.example/nav",
+        f"{site_nav}<main><p>{filler} fresh papaya juice</p>".encode(),
+    )
+    (hit,) = index.search("papaya").hits  # not the site's navigation, the page's own text
+    assert marked(hit) == ["papaya"] and "juice" in hit.snippet_text
     (hit,) = index.search("ripe mango").hits
     assert marked(hit) == ["ripe", "mango"] and hit.snippet_text.startswith("…")
     (hit,) = index.search("creme brulee").hits  # folded as the index folds

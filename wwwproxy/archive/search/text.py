@@ -326,12 +326,18 @@ def find_snippet(document: str, mime: str, query: Query) -> str | None:
         body = document[: MAX_TEXT * 2]
     lower = body.lower()
     if len(lower) != len(body):  # a few letters lower-case to two characters: keep places
-        lower = "".join(c if len(c.lower()) != 1 else c.lower() for c in body)
+        lower = "".join(map(_lower_one, body))
     for pattern in query.patterns(accented=not lower.isascii()):
         snippet = _snippet_at(body, lower, pattern, any_token, html_page)
         if snippet is not None:
             return snippet
     return None
+
+
+def _lower_one(char: str) -> str:
+    """One character lower-cased to one (``İ`` to ``i``, as FTS5 folds it)."""
+    lower = char.lower()
+    return lower if len(lower) == 1 else unicodedata.normalize("NFD", char)[0].lower()
 
 
 _HIDDEN_PARTS = (
@@ -341,11 +347,18 @@ _HIDDEN_PARTS = (
     ("<noframes", "</noframes"),
     ("<!--", "-->"),
 )
+#: where a word is found last: it is also on every other page of the site
+_BOILERPLATE_PARTS = (
+    ("<nav", "</nav"),
+    ("<header", "</header"),
+    ("<footer", "</footer"),
+    ("<aside", "</aside"),
+)
 
 
-def _hidden_until(lower: str, at: int) -> int:
-    """Where the script, style or comment that ``at`` is in ends (``at`` if in none)."""
-    for opening, closing in _HIDDEN_PARTS:
+def _inside(lower: str, at: int, parts: tuple[tuple[str, str], ...]) -> int:
+    """Where the element of ``parts`` that ``at`` is in ends (``at`` if in none)."""
+    for opening, closing in parts:
         start = lower.rfind(opening, 0, at)
         if start >= 0:
             end = lower.find(closing, start)
@@ -359,38 +372,57 @@ def _hidden_until(lower: str, at: int) -> int:
 def _snippet_at(
     body: str, lower: str, pattern: re.Pattern[str], any_token: str, html_page: bool
 ) -> str | None:
-    """The first place ``pattern`` finds in the text of ``body`` where FTS5 confirms a hit."""
+    """The first place ``pattern`` finds in the text of ``body`` where FTS5 confirms a hit;
+    places in navigation, headers, footers and asides only if there is none elsewhere."""
     tries = 0
     end = 0
+    later: list[int] = []
     for hit in pattern.finditer(lower):
         at = hit.start()
         if at < end or (at > 0 and lower[at - 1].isalnum()):
             continue  # inside the span already tried, or not the start of a word
-        if html_page and (
-            lower.rfind("<", 0, at) > lower.rfind(">", 0, at) or _hidden_until(lower, at) > at
-        ):
-            continue  # in a tag (an attribute, a URL), a script, a style or a comment
-        tries += 1
-        if tries > SNIPPET_TRIES:
-            break
-        start = max(0, at - SNIPPET_SPAN)
-        end = min(len(body), at + SNIPPET_SPAN)
-        if html_page:  # whole tags only, and no script begun before the span
-            start = _hidden_until(lower, max(0, lower.rfind(">", 0, start) + 1))
-            after = lower.find("<", end)
-            end = len(body) if after < 0 else after
-            span = _HIDDEN.sub(" ", _COMMENT.sub(" ", body[start:end]))
-            text = clean(html.unescape(_TAG.sub("", _BLOCK_TAG.sub(" ", span))))
-        else:
-            text = clean(body[start:end])
-        snippet = _scratch().snippet(text, any_token)
+        if html_page:
+            if lower.rfind("<", 0, at) > lower.rfind(">", 0, at):
+                continue  # in a tag: an attribute, a URL
+            if _inside(lower, at, _HIDDEN_PARTS) > at:
+                continue  # in a script, a style or a comment
+            if len(later) < SNIPPET_TRIES and _inside(lower, at, _BOILERPLATE_PARTS) > at:
+                later.append(at)
+                continue
+        snippet, end = _snippet_around(body, lower, at, any_token, html_page)
         if snippet is not None:
-            if start > 0 and not snippet.startswith("…"):
-                snippet = "…" + snippet
-            if end < len(body) and not snippet.endswith("…"):
-                snippet += "…"
+            return snippet
+        tries += 1
+        if tries >= SNIPPET_TRIES:
+            break
+    for at in later:
+        snippet, _ = _snippet_around(body, lower, at, any_token, html_page)
+        if snippet is not None:
             return snippet
     return None
+
+
+def _snippet_around(
+    body: str, lower: str, at: int, any_token: str, html_page: bool
+) -> tuple[str | None, int]:
+    """FTS5's snippet of the text around ``at``, and where the span looked at ends."""
+    start = max(0, at - SNIPPET_SPAN)
+    end = min(len(body), at + SNIPPET_SPAN)
+    if html_page:  # whole tags only, and no script begun before the span
+        start = _inside(lower, max(0, lower.rfind(">", 0, start) + 1), _HIDDEN_PARTS)
+        after = lower.find("<", end)
+        end = len(body) if after < 0 else after
+        span = _HIDDEN.sub(" ", _COMMENT.sub(" ", body[start:end]))
+        text = clean(html.unescape(_TAG.sub("", _BLOCK_TAG.sub(" ", span))))
+    else:
+        text = clean(body[start:end])
+    snippet = _scratch().snippet(text, any_token)
+    if snippet is not None:
+        if start > 0 and not snippet.startswith("…"):
+            snippet = "…" + snippet
+        if end < len(body) and not snippet.endswith("…"):
+            snippet += "…"
+    return snippet, end
 
 
 #: a run of what FTS5's unicode61 keeps in a token (letters, digits, private use; combining
