@@ -275,11 +275,23 @@ class Recorder:
             max_size=_SPOOL_MEMORY, dir=store.tmp_dir
         )
         self.size = 0
+        #: why the body could not be kept (a full disk while spooling): the exchange is then
+        #: not recorded, but the caller goes on relaying it
+        self.failed: OSError | None = None
 
     def write(self, chunk: bytes) -> None:
+        """Keep a part of the body; a spool that cannot be written (disk full) is noted in
+        :attr:`failed`, never raised: the browser's answer must not depend on the archive."""
         if self._spool is None:
             raise StoreError("recorder already finished")
-        self._spool.write(chunk)
+        if self.failed is not None:
+            return
+        try:
+            self._spool.write(chunk)
+        except OSError as exc:
+            self.failed = exc
+            self._spool.close()  # frees what was spooled on disk at once
+            return
         self.size += len(chunk)
 
     def finish(
@@ -292,6 +304,9 @@ class Recorder:
         if self._spool is None:
             raise StoreError("recorder already finished")
         spool, self._spool = self._spool, None
+        if self.failed is not None:
+            spool.close()
+            raise self.failed
         try:
             spool.seek(0)
             return self.store.put(

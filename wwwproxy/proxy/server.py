@@ -322,7 +322,18 @@ class ProxyServer:
     async def queue_request(
         self, request: web.Request, url: URL, key: str, body: bytes, reason: str | None = None
     ) -> web.Response:
-        await asyncio.to_thread(self.services.queue.add, self._queued(request, url, key, body))
+        try:
+            await asyncio.to_thread(self.services.queue.add, self._queued(request, url, key, body))
+        except OSError as exc:  # a full disk: say so, once per request, without a traceback
+            log.error("could not queue %s: %s", url.canonical, exc)
+            return page_response(
+                507,
+                "Could not queue",
+                f"<code>{html.escape(url.canonical)}</code> is not in the cache, and it could "
+                f"not be queued for fetching: {html.escape(str(exc))}.",
+                "Free some space on the cache's disk, then ask again.",
+                links=[("/outgoing/", "The outgoing queue"), ("/control/", "The control page")],
+            )
         why = (
             f"The server could not be reached ({html.escape(reason)}), so"
             if reason

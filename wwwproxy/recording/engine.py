@@ -11,8 +11,10 @@ a revisit of the stored copy; a browser that leaves does not stop the recording
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import ssl
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -34,6 +36,45 @@ PSEUDONYM = "wwwproxy"
 CHUNK = 64 * 1024
 #: what the archive cannot hold or write: the answer still reaches the browser
 RECORDING_ERRORS = (StoreError, WARCWriteError, ValueError, OSError)
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+REPORT_EVERY = 60.0  # seconds between two log lines about a full disk
+
+
+def disk_full(exc: BaseException | None) -> bool:
+    """Is ``exc`` (or what caused it) a full disk or an exhausted quota?"""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+class NotRecordedLog:
+    """The log lines of exchanges that could not be recorded: one each, but for a full disk,
+    which would fail every exchange alike: one line per burst (at most one a minute, saying
+    how many were not recorded since the last)."""
+
+    def __init__(self, every: float = REPORT_EVERY) -> None:
+        self.every = every
+        self._quiet_until = float("-inf")
+        self._since = 0
+
+    def report(self, what: str, exc: BaseException) -> None:
+        if not disk_full(exc):
+            log.error("%s was not recorded: %s", what, exc)
+            return
+        now = time.monotonic()
+        if now < self._quiet_until:
+            self._since += 1
+            return
+        since = f"; {self._since} more not recorded since the last line" if self._since else ""
+        self._since, self._quiet_until = 0, now + self.every
+        log.error(
+            "recording stopped: the cache's disk is full (%s); pages are still relayed and "
+            "served, and recording resumes once there is space%s",
+            exc,
+            since,
+        )
 
 
 @dataclass
@@ -96,6 +137,7 @@ class Engine:
     ) -> None:
         self.store = store
         self.timeouts = timeouts
+        self.not_recorded = NotRecordedLog()
         self.finish_on_disconnect = finish_on_disconnect
         self._resolver = resolver
         self._limits = (limit_per_host, limit)
@@ -208,7 +250,7 @@ class Engine:
             await asyncio.to_thread(record)
         except RECORDING_ERRORS as exc:
             recorded = False
-            log.error("revisit of %s was not recorded: %s", exchange.url.canonical, exc)
+            self.not_recorded.report(f"revisit of {exchange.url.canonical}", exc)
         fresh = await asyncio.to_thread(
             self.store.get, exchange.url, exchange.key, prefer_good=False
         )
@@ -281,7 +323,7 @@ class Engine:
                 )
                 recorded = True
             except RECORDING_ERRORS as exc:
-                log.error("%s was not recorded: %s", exchange.url.canonical, exc)
+                self.not_recorded.report(exchange.url.canonical, exc)
         else:
             recorder.abort()
         if sink is not None:

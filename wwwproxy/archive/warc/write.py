@@ -141,14 +141,8 @@ def append_exchange(
     """
     path = Path(path)
     _make_dirs(path.parent)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        created = True
-    except FileExistsError:
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-        created = False
+    fd, created = _open_locked(path)
     with os.fdopen(fd, "r+b", buffering=0) as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         try:
             start = _repair_tail(path, fh)
             fh.seek(start)
@@ -172,6 +166,8 @@ def append_exchange(
                     os.fsync(fh.fileno())
             except BaseException:
                 _undo(fh, start, path)
+                if start == 0:
+                    _remove_empty(path, fh)  # no 0-byte file left behind (a full disk)
                 raise
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
@@ -186,6 +182,44 @@ def append_exchange(
     return locations
 
 
+def _open_locked(path: Path) -> tuple[int, bool]:
+    """An fd on ``path`` (made if missing) holding its exclusive lock, and whether this call
+    made it; retried if the file was removed (a failed first append) between open and lock."""
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            created = True
+        except FileExistsError:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            created = False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            st = os.fstat(fd)
+            try:
+                now = os.stat(path)
+            except FileNotFoundError:
+                now = None
+            if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                return fd, created
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+def _remove_empty(path: Path, fh: BinaryIO) -> None:
+    """Remove the file an append failed to start (under its lock: a writer waiting for it
+    sees it gone and makes it anew)."""
+    try:
+        if os.fstat(fh.fileno()).st_size == 0:
+            os.unlink(path)
+    except OSError as exc:
+        log.warning("%s: could not remove the empty file: %s", path, exc)
+
+
 def _undo_if_last(fh: BinaryIO, start: int, end: int, path: Path) -> None:
     """A flush failed after the lock was released: cut our records back off, unless another
     writer has appended after them meanwhile (then they stay, complete and unindexed)."""
@@ -193,6 +227,8 @@ def _undo_if_last(fh: BinaryIO, start: int, end: int, path: Path) -> None:
     try:
         if os.fstat(fh.fileno()).st_size == end:
             _undo(fh, start, path)
+            if start == 0:
+                _remove_empty(path, fh)
     finally:
         fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
