@@ -182,6 +182,7 @@ class SearchIndex:
         self._worker: threading.Thread | None = None
         self._compact_queued = False
         self._batching = 0  # under the write lock: pages are committed by the batch
+        self._merging = 0  # the indexing thread may be merging (see _merge_if_due)
         try:
             with self._lock:
                 # before anything is written: a new file gives merged-away pages back
@@ -288,11 +289,21 @@ class SearchIndex:
                     jobs.append(self._pending.get_nowait())
                 except queue.Empty:
                     break
+            merge = any(isinstance(job, _Capture) for job in jobs)
+            self._merging += merge  # before the jobs are done: flush() sees no gap
             try:
                 self._run(jobs)
             finally:
                 for _ in jobs:
                     self._pending.task_done()
+            # after: searches wait for pages to be indexed, not for the index to be merged
+            try:
+                if merge and self._pending.empty():
+                    self._merge_if_due()
+            except sqlite3.Error:
+                log.exception("search index: not merged")
+            finally:
+                self._merging -= merge
 
     def _run(self, jobs: list[_Capture | Callable[[], object]]) -> None:
         """The pages recorded meanwhile in one transaction, then the job that ended the batch
@@ -307,11 +318,6 @@ class SearchIndex:
                         log.exception("search index: %s not indexed", capture.line.uri)
         except sqlite3.Error:
             log.exception("search index: %d page(s) not indexed", len(captures))
-        if captures and self._pending.empty():
-            try:
-                self._merge_if_due()
-            except sqlite3.Error:
-                log.exception("search index: not merged")
         for job in jobs:
             if not isinstance(job, _Capture):
                 try:
@@ -387,9 +393,13 @@ class SearchIndex:
                 self._conn.commit()
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until pages recorded so far are indexed (bounded); False on time-out."""
+        """Wait until pages recorded so far are indexed, and the index merged if that was due
+        (bounded); False on time-out."""
+        return self._wait(timeout, merged=True)
+
+    def _wait(self, timeout: float, *, merged: bool = False) -> bool:
         deadline = time.monotonic() + timeout
-        while self._pending.unfinished_tasks:
+        while self._pending.unfinished_tasks or (merged and self._merging):
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.01)
@@ -617,7 +627,7 @@ class SearchIndex:
         a store delete or purge removed); the number of pages dropped.  Their terms stay in
         the full-text tables (their text is gone with the files) until a compaction, which
         ``store`` (else the attached one) is used for."""
-        self.flush(2.0)  # a page recorded a moment ago must not come back after this
+        self._wait(2.0)  # a page recorded a moment ago must not come back after this
         removed = 0
         with self._lock, self._conn:
             for query, values in (
@@ -632,7 +642,7 @@ class SearchIndex:
 
     def prune(self, store: Store) -> int:
         """Drop rows whose cache file is gone (deleted by another process or by hand)."""
-        self.flush(2.0)  # include pages recorded a moment ago
+        self._wait(2.0)  # include pages recorded a moment ago
         with self._lock:
             rows = list(self._conn.execute("SELECT file, key FROM pages"))
         gone = []
@@ -648,7 +658,7 @@ class SearchIndex:
 
     def rebuild(self, store: Store) -> int:
         """Index the newest capture of every key in the cache's CDXJ index afresh."""
-        self.flush(2.0)  # include pages recorded a moment ago
+        self._wait(2.0)  # include pages recorded a moment ago
         return self._rebuild(store)
 
     def _rebuild(self, store: Store) -> int:
@@ -778,7 +788,7 @@ class SearchIndex:
 
     def count(self) -> tuple[int, int]:
         """(pages known, pages with text)."""
-        self.flush(2.0)  # include pages recorded a moment ago
+        self._wait(2.0)  # include pages recorded a moment ago
         with self._lock:
             pages, texts = self._conn.execute("SELECT count(*), count(doc) FROM pages").fetchone()
         return pages, texts
@@ -790,7 +800,7 @@ class SearchIndex:
         title, or frequent in the text), then pages whose URL contains every word; ``limit`` of
         them from ``offset``.  Snippets are made from the hits' captures in ``store`` (by
         default the attached store); without one, hits have none."""
-        self.flush(2.0)  # include pages recorded a moment ago
+        self._wait(2.0)  # include pages recorded a moment ago
         query = query.encode("utf-8", "replace").decode("utf-8")  # no lone surrogates
         query = CONTROL.sub(" ", query)  # a NUL ends an SQLite string early
         words = Query.parse(query)
