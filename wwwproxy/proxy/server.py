@@ -51,6 +51,8 @@ log = logging.getLogger("wwwproxy.proxy")
 
 CHUNK = 64 * 1024
 MAX_REQUEST_BODY = 64 * 1024 * 1024  # a request body is read whole: its archive key needs it
+REQUEST_BODIES_IN_MEMORY = 96 * 1024 * 1024  # all requests' bodies together (BodyBudget)
+UNKNOWN_LENGTH_ROOM = 8 * 1024 * 1024  # reserved for a chunked body before it is read
 _FETCHABLE = ("http", "https")
 # Request headers made anew for the upstream request: aiohttp writes Host and Content-Length,
 # and the body is already read whole, so a 100-continue expectation has been met (by aiohttp
@@ -72,6 +74,8 @@ class ProxyServer:
         self.interceptor = Interceptor(services.store.root / "certificates")
         #: one line per request, from both fronts
         self.access_log = AccessLog()
+        #: room for request bodies in memory, shared by all requests
+        self.bodies = BodyBudget()
 
     @property
     def config(self):  # noqa: ANN201 (a Config; kept short for the tunnel and tests)
@@ -180,20 +184,23 @@ class ProxyServer:
                 "Request body too large",
                 f"Request bodies are limited to {MAX_REQUEST_BODY // 2**20} MiB.",
             )
-        try:
-            body = await _read_body(request)
-        except web.HTTPRequestEntityTooLarge:
-            return page_response(
-                413,
-                "Request body too large",
-                f"Request bodies are limited to {MAX_REQUEST_BODY // 2**20} MiB.",
-            )
-        except (ConnectionError, aiohttp.ClientPayloadError) as exc:
-            # the browser left (or broke the framing) before its body was complete: there is
-            # nobody to answer and nothing to forward, queue or record
-            log.info("request body of %s not received: %s", url.canonical, exc)
-            return page_response(400, "Incomplete request body", "The request body was cut off.")
-        return await self.proxy(request, url, body)
+        async with self.bodies.holding() as held:
+            try:
+                body = await _read_body(request, held)
+            except web.HTTPRequestEntityTooLarge:
+                return page_response(
+                    413,
+                    "Request body too large",
+                    f"Request bodies are limited to {MAX_REQUEST_BODY // 2**20} MiB.",
+                )
+            except (ConnectionError, aiohttp.ClientPayloadError) as exc:
+                # the browser left (or broke the framing) before its body was complete: there
+                # is nobody to answer and nothing to forward, queue or record
+                log.info("request body of %s not received: %s", url.canonical, exc)
+                return page_response(
+                    400, "Incomplete request body", "The request body was cut off."
+                )
+            return await self.proxy(request, url, body)
 
     def _host_is_own(self, request: web.Request) -> bool:
         """Does an origin-form request's ``Host`` name this proxy?  (None: an HTTP/1.0 client
@@ -468,16 +475,79 @@ class _Forwarded(web.StreamResponse):
             self.headers.popall(name, None)
 
 
-async def _read_body(request: web.Request) -> bytes:
+async def _read_body(request: web.Request, held: BodyBudget.Held) -> bytes:
     if not request.body_exists:
         return b""
+    # the whole body's room first, waiting (reading none of it) while others use it: a
+    # request never waits holding part of the room, so uploads cannot starve each other
+    announced = request.content_length
+    await held.reserve(announced if announced is not None else UNKNOWN_LENGTH_ROOM)
     chunks, size = [], 0
     async for chunk in request.content.iter_chunked(CHUNK):
         size += len(chunk)
         if size > MAX_REQUEST_BODY:
             raise web.HTTPRequestEntityTooLarge(max_size=MAX_REQUEST_BODY, actual_size=size)
+        held.grow_to(size)  # a chunked body longer than its reservation: counted, no wait
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+class BodyBudget:
+    """Room for request bodies in memory, shared by all requests (a body is read whole: its
+    archive key and a replay's match need all of it).  A request reserves its Content-Length
+    (a chunked one :data:`UNKNOWN_LENGTH_ROOM`) before reading any of it, and waits (TCP holds
+    the sender back) until there is room; one alone may use more than the room, up to
+    :data:`MAX_REQUEST_BODY`.  Ten 60 MB uploads at once so take turns instead of holding
+    1.5 GB."""
+
+    class Held:
+        """What one request holds; given back when its exchange is done."""
+
+        def __init__(self, budget: BodyBudget) -> None:
+            self.budget = budget
+            self.bytes = 0
+
+        async def reserve(self, size: int) -> None:
+            """Wait for room for ``size`` bytes (or until nothing else is held)."""
+            await self.budget._take(size)
+            self.bytes += size
+
+        def grow_to(self, size: int) -> None:
+            if size > self.bytes:
+                self.budget._grow(size - self.bytes)
+                self.bytes = size
+
+        async def __aenter__(self) -> BodyBudget.Held:
+            return self
+
+        async def __aexit__(self, *exc: object) -> None:
+            await self.budget._give(self.bytes)
+            self.bytes = 0
+
+    def __init__(self, limit: int = REQUEST_BODIES_IN_MEMORY) -> None:
+        self.limit = limit
+        self.used = 0
+        self.peak = 0  # the most held at once (tests, benchmarks)
+        self._changed = asyncio.Condition()
+
+    def holding(self) -> BodyBudget.Held:
+        return BodyBudget.Held(self)
+
+    async def _take(self, size: int) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.used == 0 or self.used + size <= self.limit)
+            self.used += size
+            self.peak = max(self.peak, self.used)
+
+    def _grow(self, size: int) -> None:
+        self.used += size
+        self.peak = max(self.peak, self.used)
+
+    async def _give(self, size: int) -> None:
+        if size:
+            async with self._changed:
+                self.used -= size
+                self._changed.notify_all()
 
 
 def http_date(dt: datetime) -> str:
