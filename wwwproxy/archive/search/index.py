@@ -13,7 +13,8 @@ the old text is read again from its capture in the archive and checked against t
 for it.  What cannot be read again (the cache file was deleted) stays in the index as garbage
 that no search shows (every hit is joined to a live ``pages`` row); when garbage outgrows a
 quarter of the live pages, :meth:`SearchIndex.compact` builds fresh tables from the archive and
-swaps them in, off the request path in the indexing thread.
+swaps them in, off the request path in the indexing thread.  The tables themselves, and how
+a database of another version is replaced, are in :mod:`.schema`.
 """
 
 from __future__ import annotations
@@ -36,20 +37,17 @@ from ...http.policy import is_good
 from ..cdxj import CDXJError, CDXJRecord
 from ..store import StoreError
 from ..warc import WARCFormatError, open_payload, read_record_at
+from .schema import FTS, Text, create_fts, open_schema, write_fts
 from .text import (
     CONTROL,
     MAX_PAYLOAD,
     MAX_TEXT,
     MAX_TITLE,
-    TEXT_VERSION,
-    TOKENIZE,
     Query,
     clean,
     decode_text,
-    digest,
     extract_text,
     find_snippet,
-    rank_text,
     segments,
 )
 
@@ -62,7 +60,6 @@ __all__ = ["SEARCH_DB", "SearchHit", "SearchIndex", "SearchResults"]
 log = logging.getLogger(__name__)
 
 SEARCH_DB = "search.sqlite3"
-SCHEMA_VERSION = 2  # 1 (unversioned): an FTS5 table that stored the text itself
 MAX_RESULTS = 1000  # matches gathered per query before paging
 TEXT_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
 SNIPPET_START = 16 * 1024  # characters of a page's source its opening text is taken from
@@ -71,50 +68,7 @@ BATCH = 64  # pages indexed in one transaction (one FTS5 segment) when they come
 MERGE_MIN = 16  # pages indexed since the last full merge before another is worth it ...
 MERGE_SHARE = 8  # ... or an eighth of the pages with text, whichever is more
 MERGE_STEP = 200  # FTS5 pages written per step of a full merge (a short transaction)
-#: what the terms in the index depend on besides the text: our text code, SQLite's tokenizer
-_FORMAT = TEXT_VERSION * 10**8 + int("".join(f"{n:03d}" for n in sqlite3.sqlite_version_info))
 _READ_ERRORS = (WARCFormatError, CDXJError, StoreError, OSError, ValueError, EOFError)
-
-_PAGES = """
-CREATE TABLE pages (
-    id INTEGER PRIMARY KEY,
-    key TEXT NOT NULL UNIQUE,
-    url TEXT,           -- NULL: the key itself (nearly always)
-    file TEXT,          -- the cache file (warcfile: name) of the capture indexed ...
-    pos INTEGER,        -- ... and its record's offset there: its text can be read again
-    mime TEXT,
-    status INTEGER,
-    fetched TEXT,
-    title TEXT,
-    doc INTEGER UNIQUE, -- its rowid in page_words and page_rank; NULL: no text
-    digest BLOB         -- of what was indexed as doc (title, text, ranking terms)
-)"""
-_META = "CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID"
-_FTS = {
-    "page_words": f"fts5(body, content='', detail=none, columnsize=0, {TOKENIZE})",
-    "page_rank": f"fts5(title, body, content='', {TOKENIZE})",
-}
-
-
-def _create_fts(conn: sqlite3.Connection, suffix: str = "") -> None:
-    for name, spec in _FTS.items():
-        conn.execute(f"CREATE VIRTUAL TABLE {name}{suffix} USING {spec}")
-
-
-class _Text(NamedTuple):
-    """A page's text as it goes into (and must come out of) the index."""
-
-    title: str
-    text: str
-    rank: str
-
-    @classmethod
-    def of(cls, title: str, text: str) -> _Text:
-        return cls(title, text, rank_text(text))
-
-    @property
-    def digest(self) -> bytes:
-        return digest(self.title, self.text, self.rank)
 
 
 class _Capture(NamedTuple):
@@ -189,67 +143,10 @@ class SearchIndex:
                 self._conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
-                self._open_schema()
+                open_schema(self._conn, self.path)
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise ValueError(f"{self.path}: not a usable search database: {exc}") from None
-
-    def _open_schema(self) -> None:
-        """Create the schema, or replace an older one: the index is derived data, so an old
-        database is dropped and marked stale, and rebuilt from the archive once a store is
-        attached (in the indexing thread)."""
-        conn = self._conn
-        (version,) = conn.execute("PRAGMA user_version").fetchone()
-        if version == SCHEMA_VERSION:
-            self._check_format()
-            return
-        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # takes effect at the VACUUM below
-        conn.execute("BEGIN IMMEDIATE")  # one process migrates; another waits, then sees it
-        try:
-            (version,) = conn.execute("PRAGMA user_version").fetchone()
-            if version == SCHEMA_VERSION:
-                conn.rollback()
-                return
-            old = False
-            for kind, where in (
-                ("TABLE", "type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'"),  # and theirs
-                ("VIEW", "type = 'view'"),
-                ("TABLE", "type = 'table' AND name NOT LIKE 'sqlite%'"),
-            ):
-                for (name,) in conn.execute(
-                    f"SELECT name FROM sqlite_master WHERE {where}"  # noqa: S608
-                ).fetchall():
-                    old = True
-                    quoted = name.replace('"', '""')
-                    conn.execute(f'DROP {kind} IF EXISTS "{quoted}"')
-            conn.execute(_PAGES)
-            conn.execute("CREATE INDEX pages_file ON pages(file)")
-            conn.execute(_META)
-            conn.execute(
-                "INSERT INTO meta VALUES ('next_doc', 1), ('docs', 0), ('unmerged', 0), "
-                "('stale', ?), ('format', ?)",
-                (1 if old else 0, _FORMAT),
-            )
-            _create_fts(conn)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.commit()
-        except BaseException:
-            conn.rollback()
-            raise
-        if old:
-            log.info("search index %s: old format dropped, rebuilt from the cache", self.path)
-            conn.execute("VACUUM")  # give the old text's space back at once
-
-    def _check_format(self) -> None:
-        """Terms come out of a contentless table only when given exactly as they went in: if
-        SQLite (its tokenizer) or the text taken from pages changed since the index was made,
-        no delete can be trusted, and the index is rebuilt (marked stale)."""
-        if self._meta("format") == _FORMAT:
-            return
-        with self._conn:
-            self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (_FORMAT,))
-            if self._conn.execute("SELECT 1 FROM pages LIMIT 1").fetchone():
-                self._set_meta("stale", 1)
 
     def attach(self, store: Store) -> None:
         """Follow ``store`` from now on: index every exchange it records, drop every page it
@@ -340,12 +237,12 @@ class SearchIndex:
                 with self._lock:
                     before = self._conn.total_changes
                     with self._conn:
-                        for table in _FTS:
+                        for table in FTS:
                             self._conn.execute(
                                 f"INSERT INTO {table}({table}, rank) VALUES ('merge', ?)",
                                 (-MERGE_STEP,),
                             )
-                    if self._conn.total_changes - before < 2 * len(_FTS):
+                    if self._conn.total_changes - before < 2 * len(FTS):
                         break  # no work left (FTS5 counts the command itself as a change)
                 if not self._pending.empty():
                     return  # pages first; the merge goes on after them
@@ -416,7 +313,7 @@ class SearchIndex:
         return row[0] if row else 0
 
     def _set_meta(self, name: str, value: int) -> None:
-        self._conn.execute("UPDATE meta SET value = ? WHERE name = ?", (value, name))
+        self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -454,7 +351,7 @@ class SearchIndex:
         """Upsert a page's row; index its text unless it is the text already indexed; take the
         old text's terms out when it can be read again (else they are garbage).  Under the
         write lock: no other writer changes the full-text tables in between."""
-        new = _Text.of(title, text) if title or text else None
+        new = Text.of(title, text) if title or text else None
         new_digest = new.digest if new is not None else None
         with self._lock:
             row = self._conn.execute(
@@ -462,7 +359,7 @@ class SearchIndex:
             ).fetchone()
         old_doc, old_digest, old_file, old_pos = row if row else (None, None, None, None)
         unchanged = old_doc is not None and old_digest == new_digest
-        old: _Text | None = None
+        old: Text | None = None
         if old_doc is not None and not unchanged and not self._meta("stale"):
             old = self._read_again(store, key, old_file, old_pos, old_digest)
         with self._writing():
@@ -470,13 +367,13 @@ class SearchIndex:
             if not unchanged:
                 docs = self._meta("docs")
                 if old_doc is not None and old is not None:
-                    self._fts("delete", old_doc, old)
+                    write_fts(self._conn, "delete", old_doc, old)
                     docs -= 1
                 doc = None
                 if new is not None:
                     doc = self._meta("next_doc")
                     self._set_meta("next_doc", doc + 1)
-                    self._fts("", doc, new)
+                    write_fts(self._conn, "", doc, new)
                     docs += 1
                     self._set_meta("unmerged", self._meta("unmerged") + 1)
                 self._set_meta("docs", docs)
@@ -500,27 +397,6 @@ class SearchIndex:
                 ),
             )
 
-    def _fts(self, command: str, doc: int, text: _Text, suffix: str = "") -> None:
-        """Insert a document into the full-text tables, or with ``command="delete"`` take the
-        same document out again."""
-        words = f"{text.title}\n{text.text}" if text.title else text.text
-        for table, values in (
-            ("page_words" + suffix, (doc, words)),
-            ("page_rank" + suffix, (doc, text.title, text.rank)),
-        ):
-            marks = ", ".join("?" * len(values))
-            columns = "rowid, body" if len(values) == 2 else "rowid, title, body"
-            if command:
-                self._conn.execute(
-                    f"INSERT INTO {table}({table}, {columns}) VALUES (?, {marks})",  # noqa: S608
-                    (command, *values),
-                )
-            else:
-                self._conn.execute(
-                    f"INSERT INTO {table}({columns}) VALUES ({marks})",  # noqa: S608
-                    values,
-                )
-
     def _read_again(
         self,
         store: Store | None,
@@ -528,7 +404,7 @@ class SearchIndex:
         file: str | None,
         pos: int | None,
         expected: bytes | None,
-    ) -> _Text | None:
+    ) -> Text | None:
         """The text a page was indexed with, read again from its capture; None if it cannot be
         read or is not that text any more."""
         if store is None or file is None or pos is None or expected is None:
@@ -537,7 +413,7 @@ class SearchIndex:
             title, text = self._read_text(store, key, file, pos)
         except _READ_ERRORS:
             return None
-        old = _Text.of(title, text)
+        old = Text.of(title, text)
         return old if old.digest == expected else None
 
     def _touch(self, key: str, fetched: str, status: int | None) -> bool:
@@ -672,7 +548,7 @@ class SearchIndex:
                     newest[line.uri] = line
             with self._lock, self._conn:
                 self._conn.execute("DELETE FROM pages")
-                for table in _FTS:
+                for table in FTS:
                     self._conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
                 self._set_meta("docs", 0)
             count = 0
@@ -713,9 +589,9 @@ class SearchIndex:
             with self._pending_lock:
                 self._compact_queued = False
             with self._lock, self._conn:
-                for table in _FTS:
+                for table in FTS:
                     self._conn.execute(f"DROP TABLE IF EXISTS {table}_next")
-                _create_fts(self._conn, "_next")
+                create_fts(self._conn, "_next")
                 rows = self._conn.execute(
                     "SELECT id, key, file, pos, doc FROM pages WHERE doc IS NOT NULL"
                 ).fetchall()
@@ -727,7 +603,7 @@ class SearchIndex:
             with self._lock:
                 self._conn.execute("BEGIN IMMEDIATE")  # searches see the old or the new
                 try:
-                    for table in _FTS:
+                    for table in FTS:
                         self._conn.execute(f"DROP TABLE {table}")
                         self._conn.execute(f"ALTER TABLE {table}_next RENAME TO {table}")
                     self._set_meta("docs", copied)
@@ -748,7 +624,7 @@ class SearchIndex:
                 title, text = self._read_text(store, key, file, pos)
             except _READ_ERRORS as exc:
                 log.info("search: %s dropped from the index: %s", key, exc)
-        new = _Text.of(title, text) if title or text else None
+        new = Text.of(title, text) if title or text else None
         with self._writing():
             if (
                 self._conn.execute(
@@ -762,7 +638,7 @@ class SearchIndex:
                     "UPDATE pages SET doc = NULL, digest = NULL WHERE id = ?", (page_id,)
                 )
                 return 0
-            self._fts("", doc, new, "_next")
+            write_fts(self._conn, "", doc, new, "_next")
             self._conn.execute(
                 "UPDATE pages SET title = ?, digest = ? WHERE id = ?",
                 (title, new.digest, page_id),
@@ -774,7 +650,7 @@ class SearchIndex:
         free pages back to the file system."""
         with self._lock:
             with self._conn:  # commits what was written before, too: VACUUM needs no transaction
-                for table in _FTS:
+                for table in FTS:
                     self._conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
             try:
                 self._conn.execute("VACUUM")

@@ -50,7 +50,7 @@ MAX_TEXT = 256 * 1024  # characters of visible text kept per page
 MAX_TITLE = 1000
 RANK_TERMS = 64  # a page's most frequent terms that rank it (see rank_text)
 RANK_REPEAT = 3  # ... each counted up to this many times (BM25 saturates anyway)
-RANK_CHARS = 64 * 1024  # characters of a page's text its ranking terms are counted in
+RANK_CHARS = 32 * 1024  # characters of a page's text its ranking terms are counted in
 SNIPPET_CHUNK = 2000  # characters: a snippet comes from the best of a page's chunks
 TOKENIZE = "tokenize = 'unicode61 remove_diacritics 2'"
 HIT_START, HIT_END = "\x02", "\x03"  # snippet markers; never in page text (see clean)
