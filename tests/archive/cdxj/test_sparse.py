@@ -92,6 +92,12 @@ def test_sparse_search_matches_a_scan(
 
 def test_sparse_search_edges(tmp_path: Path) -> None:
     path = tmp_path / "index.cdxj"
+    missing = IndexFile(path)
+    assert list(missing.lines(b"")) == [] and missing.sample_count() == missing.sample_bytes() == 0
+    path.write_bytes(b"".join(f"(a,)/{n:05d} x {{}}\n".encode() for n in range(2000)))
+    small, large = IndexFile(path, block_size=64), IndexFile(path, block_size=4096)
+    assert small.sample_count() > large.sample_count() > 1
+    assert small.sample_bytes() > large.sample_bytes() > 0
     for data in [b"", HEADER_LINE.encode(), (HEADER_LINE + "\n").encode(), b"a 1\n", b"a 1"]:
         check_all(path, data, [b"a 1"])
     one_key = [f"(a,)/ {n:04d} {{}}".encode() for n in range(500)]  # a run over many blocks

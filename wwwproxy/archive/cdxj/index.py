@@ -382,7 +382,6 @@ class Index:
         again only when its mtime changed, since every journal's creation, sealing and removal
         and every new index change it (appends do not; the active journal is checked itself).
         """
-        now = time.time_ns()
         try:
             st = os.stat(self.directory)
         except FileNotFoundError:
@@ -399,13 +398,16 @@ class Index:
         sealed = [self.directory / name for name in names if _SEALED_RE.match(name)]
         # kept only for an mtime well in the past: with coarse file timestamps, a change in
         # the same clock tick as this listing could leave the mtime as it is
-        self._listed = (key, has_journal, sealed) if now - st.st_mtime_ns > _SETTLED_NS else None
+        settled = time.time_ns() - st.st_mtime_ns > _SETTLED_NS
+        self._listed = (key, has_journal, sealed) if settled else None
         return has_journal, sealed
 
     def _journal_view(self) -> tuple[list[bytes], list[CDXJRecord]]:
         """Sorted unique lines of all journals (active first, then sealed) and their records."""
         with self._lock:
             has_journal, sealed = self._listing()
+            if not has_journal and not sealed:
+                return [], []
             parts = [self._journal(self.journal_path) if has_journal else (None, [])]
             for path in sealed:  # a sealed journal never changes: read once
                 cached = self._journal_cache.get(os.fspath(path))

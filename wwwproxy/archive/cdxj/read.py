@@ -9,7 +9,9 @@ them instead.
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
+import sys
 import threading
 from array import array
 from collections.abc import Iterator
@@ -310,7 +312,7 @@ class _Snapshot:
         """``(offset, line)`` for each line starting with ``target``, in file order."""
         keys = self.keys
         if not keys:
-            return
+            return iter(())
         # a line is >= its sample, so the line of the first sample >= target is >= target too;
         # a line is < target if its sample is and is no prefix of target (one cut short may be)
         i = bisect.bisect_left(keys, target)
@@ -321,22 +323,47 @@ class _Snapshot:
         # so the first line >= target, the first match if there is one, starts in [lo, hi]
         found = self._first(lo, hi, target)
         if found is None:
-            return
+            return iter(())
         base, buf, at = found  # buf holds the file from offset base; a match starts at buf[at]
+        matches = []  # those in buf, mostly all there are: a list costs less than a generator
         while True:
             end = buf.find(b"\n", at)
-            if end < 0 and base + len(buf) < self.size:  # the line goes on: read more
+            last = end < 0
+            if last:
+                if base + len(buf) < self.size:  # the line goes on: read on
+                    return itertools.chain(matches, self._read_on(target, base + at))
+                end = len(buf)  # the file's last line, without a newline
+                if at == end:
+                    break
+            if not buf.startswith(target, at, end):
+                break
+            matches.append((base + at, buf[at:end]))
+            if last:
+                break
+            at = end + 1
+        return iter(matches)
+
+    def _read_on(self, target: bytes, base: int) -> Iterator[tuple[int, bytes]]:
+        """The lines from offset ``base`` (a line start) on, while they start with ``target``."""
+        buf = b""
+        at = 0
+        while True:
+            end = buf.find(b"\n", at)
+            last = end < 0
+            if last:
                 more = os.pread(self.fd, _READ, base + len(buf))
-                if more:  # (nothing if the file was cut short meanwhile)
+                if more:  # nothing at the end of the file (or if it was cut short meanwhile)
                     buf = buf[at:] + more
                     base += at
                     at = 0
                     continue
-            line = buf[at:end] if end >= 0 else buf[at:]
-            if not line.startswith(target) or (not line and end < 0):
+                end = len(buf)
+                if at == end:
+                    return
+            if not buf.startswith(target, at, end):
                 return
-            yield base + at, line
-            if end < 0:
+            yield base + at, buf[at:end]
+            if last:
                 return
             at = end + 1
 
@@ -410,3 +437,11 @@ class IndexFile:
         """Keys in the sparse index of the file as it is now (each costs about 100 bytes)."""
         snapshot = self._current()
         return 0 if snapshot is None else len(snapshot.keys)
+
+    def sample_bytes(self) -> int:
+        """Memory the sparse index of the file as it is now takes (to report, not to limit)."""
+        snapshot = self._current()
+        if snapshot is None:
+            return 0
+        keys = sys.getsizeof(snapshot.keys) + sum(map(sys.getsizeof, snapshot.keys))
+        return keys + sys.getsizeof(snapshot.offsets)
