@@ -5,13 +5,17 @@ realistic JSON blocks) in a temporary directory with ``write_index``, then, each
 child process, times 10,000 random exact lookups (10% misses) and 1,000 prefix scans (hosts,
 domains, paths) through ``Index``, and prints lookups per second and the child's peak RSS
 (``resource.getrusage(...).ru_maxrss``). Each phase runs in its own process so that a phase's
-peak RSS is its own, not the build's.
+peak RSS is its own, not the build's. The first lookup (which samples the file into the sparse
+index) is timed apart; the sparse index's size is printed with the build.
 
 Baselines measured in the same run: ``bisect`` over an in-memory list of all lines (same
 lookups, same record parsing), for both sizes, and a naive linear scan of the 100k file.
+With ``--repeat N`` the lookup and baseline phases run N times, interleaved, and the medians
+are printed (the machine may be shared).
 
-Run:  .venv/bin/python bench/index_bench.py            (about a minute)
-      .venv/bin/python bench/index_bench.py --sizes 100000 --lookups 2000
+Run:  .venv/bin/python bench/index_bench.py            (about two minutes)
+      .venv/bin/python bench/index_bench.py --sizes 100000 --lookups 2000 --repeat 1
+      PYTHONPATH=/path/to/other/checkout .venv/bin/python bench/index_bench.py   (before/after)
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import bisect
 import json
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,7 +33,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from wwwproxy.archive.cdxj import CDXJRecord, Index, make_ref, write_index
+from wwwproxy.archive.cdxj import CDXJRecord, Index, IndexFile, make_ref, write_index
 
 HOSTS = 5000
 B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
@@ -152,7 +157,13 @@ def phase_build(directory: Path, lines: int) -> dict:
     seconds = time.perf_counter() - start
     num_keys = sum(1 for _ in _kids(lines))  # keys 0..num_keys-1 exist
     size = (directory / "index.cdxj").stat().st_size
+    file = IndexFile(directory / "index.cdxj")
+    start = time.perf_counter()
+    samples = file.sample_count() if hasattr(file, "sample_count") else 0  # (older checkouts)
+    sample_s = time.perf_counter() - start
+    sample_bytes = file.sample_bytes() if samples else 0
     return {"lines": count, "keys": num_keys, "seconds": seconds, "bytes": size,
+            "samples": samples, "sample_bytes": sample_bytes, "sample_s": sample_s,
             "rss_kb": peak_rss_kb()}  # fmt: skip
 
 
@@ -167,18 +178,23 @@ def _kids(lines: int) -> Iterator[int]:
 def phase_lookup(directory: Path, num_keys: int, lookups: int, scans: int) -> dict:
     index = Index(directory, create=False)
     keys = queries(num_keys, lookups, seed=1)
-    for key in queries(num_keys, 200, seed=2):  # warm up the page cache and the code
-        index.exact(key)
+    warm = queries(num_keys, 200, seed=2)
     start = time.perf_counter()
+    index.exact(warm[0])  # the first lookup opens the file (and samples it)
+    first_s = time.perf_counter() - start
+    for key in warm:  # warm up the page cache and the code
+        index.exact(key)
+    start, cpu = time.perf_counter(), time.process_time()
     hits = sum(len(index.exact(key)) for key in keys)
-    lookup_s = time.perf_counter() - start
+    lookup_s, lookup_cpu = time.perf_counter() - start, time.process_time() - cpu
     start = time.perf_counter()
     newest = sum(index.newest(key) is not None for key in keys[: lookups // 5])
     newest_s = time.perf_counter() - start
     start = time.perf_counter()
     scanned = sum(sum(1 for _ in index.prefix(p)) for p in prefixes(scans, seed=3))
     scan_s = time.perf_counter() - start
-    return {"lookups_per_s": lookups / lookup_s, "hits": hits,
+    return {"lookups_per_s": lookups / lookup_s, "hits": hits, "first_s": first_s,
+            "lookups_per_cpu_s": lookups / lookup_cpu,
             "newest_per_s": (lookups // 5) / newest_s, "newest_found": newest,
             "scans_per_s": scans / scan_s, "scan_records": scanned,
             "scan_records_per_s": scanned / scan_s, "rss_kb": peak_rss_kb()}  # fmt: skip
@@ -191,7 +207,7 @@ def phase_bisect(directory: Path, num_keys: int, lookups: int) -> dict:
         lines = [line.rstrip(b"\n") for line in f if not line.startswith(b"!")]
     load_s = time.perf_counter() - start
     keys = queries(num_keys, lookups, seed=1)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     hits = 0
     for key in keys:
         target = key.encode() + b" "
@@ -200,9 +216,9 @@ def phase_bisect(directory: Path, num_keys: int, lookups: int) -> dict:
             CDXJRecord.parse_line(lines[i])
             hits += 1
             i += 1
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     return {"lookups_per_s": lookups / seconds, "hits": hits, "load_s": load_s,
-            "rss_kb": peak_rss_kb()}  # fmt: skip
+            "lookups_per_cpu_s": lookups / cpu, "rss_kb": peak_rss_kb()}  # fmt: skip
 
 
 def phase_scan(directory: Path, num_keys: int, lookups: int) -> dict:
@@ -225,6 +241,11 @@ def phase_scan(directory: Path, num_keys: int, lookups: int) -> dict:
 # Driver
 
 
+def _medians(results: list[dict]) -> dict:
+    """Each figure's median over the runs (hit counts are the same in every run)."""
+    return {key: statistics.median(r[key] for r in results) for key in results[0]}
+
+
 def child(*args: object) -> dict:
     cmd = [sys.executable, __file__, *map(str, args)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -239,6 +260,7 @@ def main() -> None:
     parser.add_argument("--lookups", type=int, default=10_000)
     parser.add_argument("--scans", type=int, default=1_000)
     parser.add_argument("--scan-lookups", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=3, help="lookup phases per size (median)")
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--keys", type=int, help=argparse.SUPPRESS)
@@ -265,27 +287,37 @@ def main() -> None:
             common = ["--sizes", size, "--dir", d]
             built = child("--phase", "build", *common)
             keys = ["--keys", built["keys"], "--lookups", args.lookups]
-            looked = child("--phase", "lookup", *common, *keys, "--scans", args.scans)
-            base = child("--phase", "bisect", *common, *keys)
-            rows[size] = (built, looked, base)
             print(
                 f"{size:>9,} lines  {built['bytes'] / 2**20:7.1f} MB  {built['keys']:>8,} keys  "
-                f"build {built['seconds']:5.1f} s (peak RSS {built['rss_kb'] / mb:6.1f} MB)",
+                f"build {built['seconds']:5.1f} s (peak RSS {built['rss_kb'] / mb:6.1f} MB)  "
+                f"sparse index {built['samples']:,} keys, "
+                f"{built['sample_bytes'] / 2**20:.1f} MB, sampled in {built['sample_s']:.2f} s",
                 flush=True,
             )
+            runs = []
+            for _ in range(max(1, args.repeat)):  # interleaved, so that load hits both alike
+                runs.append(child("--phase", "lookup", *common, *keys, "--scans", args.scans))
+                runs.append(child("--phase", "bisect", *common, *keys))
+            looked, base = _medians(runs[0::2]), _medians(runs[1::2])
+            rows[size] = (built, looked, base)
+            each = " ".join(f"{r['lookups_per_s']:,.0f}" for r in runs[0::2])
             print(
                 f"    index:    {looked['lookups_per_s']:>9,.0f} exact lookups/s "
-                f"({looked['hits']:,} records)  {looked['newest_per_s']:>8,.0f} newest/s  "
-                f"{looked['scans_per_s']:>7,.0f} prefix scans/s "
+                f"({looked['lookups_per_cpu_s']:,.0f} per CPU-second; "
+                f"{int(looked['hits']):,} records; runs {each})  {looked['newest_per_s']:>8,.0f} "
+                f"newest/s  {looked['scans_per_s']:>7,.0f} prefix scans/s "
                 f"({looked['scan_records_per_s']:,.0f} records/s)  "
-                f"peak RSS {looked['rss_kb'] / mb:6.1f} MB",
+                f"peak RSS {looked['rss_kb'] / mb:6.1f} MB  first lookup "
+                f"{looked['first_s'] * 1000:.0f} ms",
                 flush=True,
             )
             print(
-                f"    baseline: {base['lookups_per_s']:>9,.0f} lookups/s with bisect over an "
+                f"    baseline: {base['lookups_per_s']:>9,.0f} lookups/s "
+                f"({base['lookups_per_cpu_s']:,.0f} per CPU-second) with bisect over an "
                 f"in-memory list (load {base['load_s']:.1f} s)  "
                 f"peak RSS {base['rss_kb'] / mb:6.1f} MB   "
-                f"index/baseline speed {looked['lookups_per_s'] / base['lookups_per_s']:.2f}x, "
+                f"index/baseline speed {looked['lookups_per_s'] / base['lookups_per_s']:.2f}x "
+                f"(CPU {looked['lookups_per_cpu_s'] / base['lookups_per_cpu_s']:.2f}x), "
                 f"RSS {looked['rss_kb'] / base['rss_kb']:.2f}x",
                 flush=True,
             )
