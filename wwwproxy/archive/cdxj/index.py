@@ -37,15 +37,7 @@ from .line import (
     parse_timestamp,
 )
 from .merge import DEFAULT_RUN_LINES, _atomic_write, _external_sort, merge_sorted, write_index
-from .read import (
-    IndexFile,
-    StrPath,
-    _scan,
-    check,
-    file_version,
-    iter_records,
-    read_journal,
-)
+from .read import IndexFile, StrPath, _scan, check, file_version, iter_records, read_journal
 
 __all__ = ["INDEX_NAME", "JOURNAL_NAME", "Index", "IndexFile", "append_journal"]
 
