@@ -293,8 +293,12 @@ def test_warc_cut_anywhere_loses_only_the_record_being_written(tmp_path: Path) -
         assert entry is not None, pos
         with entry.open_body() as f:
             assert f.read() == b"first version", pos  # never the torn second record
-        count, _ = store.rebuild_index()
+        repaired: list[str] = []
+        count, _ = store.rebuild_index(repaired)
         assert count == 1, pos
+        assert store.check_index() == [], pos  # the torn tail is gone from the file
+        assert len(repaired) <= 1, pos  # none when the cut fell between two records
+        assert warcio_check(path).returncode == 0, pos
     # and the next write after a cut lands readable
     path.write_bytes(full[: size_one + 10])
     put(store, "http://example.com/k", b"third", date=T0 + timedelta(seconds=2))
@@ -329,12 +333,24 @@ def test_malformed_warc_files_do_not_crash_the_store(tmp_path: Path) -> None:
     url, _, _ = put(store, "http://example.com/m", b"m")
     path = store.path_for(url)
     for garbage in (b"", b"not gzip at all", os.urandom(300), b"\x1f\x8b\x08\x00garbage"):
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(garbage)
         assert store.get(url) is None
-        count, problems = store.rebuild_index()
-        assert count == 0
+        repaired: list[str] = []
+        count, problems = store.rebuild_index(repaired)
+        assert count == 0 and problems == []
         if garbage:
-            assert problems and str(path) in problems[0]
+            # rebuild cuts it off: torn gzip is dropped, other bytes kept in a side file
+            assert repaired == [f"{path}: held only a torn record: removed"]
+            assert not path.exists()
+            sides = list(path.parent.glob(path.name + ".corrupt-*"))
+            if garbage.startswith(b"\x1f\x8b"):
+                assert sides == []
+            else:
+                assert [p.read_bytes() for p in sides] == [garbage]
+                for side in sides:
+                    side.unlink()
+        assert store.check_index() == []
 
 
 def test_large_body_is_spooled_not_held(tmp_path: Path) -> None:

@@ -48,6 +48,7 @@ from .warc import (
     newest_response,
     read_record_at,
     read_records,
+    repair_file,
     sanitize_headers,
     sha1_base32,
 )
@@ -686,9 +687,21 @@ class Store:
             for host_dir in sorted(p for p in proto_dir.iterdir() if p.is_dir()):
                 yield from sorted(p for p in host_dir.glob("*" + WARC_SUFFIX) if p.is_file())
 
-    def scan(self, problems: list[str]) -> Iterator[CDXJRecord]:
-        """Index lines for every complete record in every cache file."""
+    def scan(self, problems: list[str], repaired: list[str] | None = None) -> Iterator[CDXJRecord]:
+        """Index lines for every complete record in every cache file; with ``repaired``, torn
+        tails are cut off each file first (:func:`repair_file`) and said there."""
         for path in self.warc_files():
+            if repaired is not None:
+                try:
+                    end = repair_file(path)
+                except OSError as exc:
+                    problems.append(f"{path}: cannot repair: {exc.strerror or exc}")
+                else:
+                    if end == 0:
+                        repaired.append(f"{path}: held only a torn record: removed")
+                        continue
+                    if end is not None:
+                        repaired.append(f"{path}: torn tail cut off at offset {end}")
             name = self.warcfile_name(path)
             found: list[WARCFormatError] = []
             try:
@@ -707,10 +720,11 @@ class Store:
                 problems.append(f"{path}: cannot read: {exc.strerror or exc}")
             problems.extend(str(p) for p in found)
 
-    def rebuild_index(self) -> tuple[int, list[str]]:
-        """Rebuild the whole index from the WARC files; returns (lines, problems)."""
+    def rebuild_index(self, repaired: list[str] | None = None) -> tuple[int, list[str]]:
+        """Rebuild the whole index from the WARC files, cutting torn tails off them first
+        (what was cut is added to ``repaired``); returns (lines, problems)."""
         problems: list[str] = []
-        count = self.index.rebuild(self.scan(problems))
+        count = self.index.rebuild(self.scan(problems, repaired if repaired is not None else []))
         return count, problems
 
     def check_index(self) -> list[str]:

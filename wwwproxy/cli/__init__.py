@@ -126,8 +126,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         return 2
     try:
         store = Store(root)
+        repaired: list[str] = []
         if args.action == "rebuild":
-            count, problems = store.rebuild_index()
+            count, problems = store.rebuild_index(repaired)
         else:
             problems = store.check_index()
     except (OSError, CDXJError, StoreError) as exc:
@@ -135,6 +136,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         print(f"wwwproxy index {args.action}: {root}: {exc}", file=sys.stderr)
         return 2
     if args.action == "rebuild":
+        for repair in repaired:
+            print(f"repaired: {repair}", file=sys.stderr)
         for problem in problems:
             print(f"warning: {problem}", file=sys.stderr)
         print(f"{store.index.index_path}: {count} records from {root}")

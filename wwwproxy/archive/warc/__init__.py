@@ -47,7 +47,7 @@ from .record import (
     parse_warc_date,
     sha1_base32,
 )
-from .write import COMPRESS_LEVEL, append_exchange
+from .write import COMPRESS_LEVEL, append_exchange, repair_file
 
 __all__ = [
     "ARCHIVE_KEY_HEADER",
@@ -65,6 +65,7 @@ __all__ = [
     "WARCFormatError",
     "WARCWriteError",
     "append_exchange",
+    "repair_file",
     "build_exchange",
     "format_warc_date",
     "newest_response",

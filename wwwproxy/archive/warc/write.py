@@ -24,7 +24,7 @@ from .build import PendingRecord
 from .read import _scan
 from .record import _RAW_CHUNK, WARC_VERSION, RecordLocation, WARCFormatError, WARCWriteError
 
-__all__ = ["COMPRESS_LEVEL", "append_exchange"]
+__all__ = ["COMPRESS_LEVEL", "append_exchange", "repair_file"]
 
 log = logging.getLogger(__package__)  # the logger of the whole WARC layer, as before the split
 
@@ -93,6 +93,31 @@ def _quarantine(path: Path, fh: BinaryIO, offset: int) -> Path:
         out.flush()
         os.fsync(out.fileno())
     return side
+
+
+def repair_file(path: str | os.PathLike[str]) -> int | None:
+    """Cut a torn tail (a record being written when the process was killed) off a cache file,
+    as the next append would (bytes that are not gzip go to a ``.corrupt-<offset>`` side file
+    first), under the file's lock; a file left empty is removed.  Returns where the file now
+    ends if it was cut, else None.  ``index rebuild`` runs it on every file, so that ``index
+    check`` is clean afterwards and no other archive tool meets a truncated record."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "r+b", buffering=0) as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            size = os.fstat(fh.fileno()).st_size
+            end = _repair_tail(path, fh)
+            if end == size:
+                return None
+            if end == 0:
+                _remove_empty(path, fh)
+            return end
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def _repair_tail(path: Path, fh: BinaryIO) -> int:
