@@ -1,0 +1,251 @@
+"""Soak: wwwproxy under steady mixed load for a long time; memory, open files and p99 must stay
+flat (not run by CI).
+
+``python -m wwwproxy serve`` runs in its own process against an origin in this process (pages of
+1 to 60 KB, some slow). A fixed request rate (default 100/s) of: hits of pages recorded earlier
+(60%), misses of new pages (30%), command pages (5%: ``/``, ``/index/``, the host index, a
+search) and revalidations with ``Cache-Control: max-age=0`` (5%); every ``--switch-every``
+seconds the proxy goes offline for five seconds (misses are then queued) and back online.
+Every 30 s it prints the proxy's RSS and open files, and the window's requests, errors and
+p50/p99; at the end the table's first, last and peak, and tried / failed / lost / crashed
+("lost": a page answered whole online that was not served offline afterwards).
+
+Run:  python bench/soak.py                  (an hour, as the reliability issue asks)
+      python bench/soak.py --duration 300   (five minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procs import free_port, wait_for_port  # noqa: E402
+
+SAMPLE_EVERY = float(os.environ.get("SOAK_SAMPLE_EVERY", 30))
+WORDS = [
+    "cache",
+    "proxy",
+    "offline",
+    "archive",
+    "page",
+    "browser",
+    "index",
+    "search",
+    "fetch",
+    "queue",
+]
+
+
+def page(n: int) -> bytes:
+    rng = random.Random(n)
+    words = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(150, 9000)))
+    return f"<html><title>page {n}</title><body><p>{words}</p></body></html>".encode()
+
+
+async def start_origin() -> tuple[web.AppRunner, int]:
+    async def handle(request: web.Request) -> web.Response:
+        n = int(request.match_info["n"])
+        if n % 50 == 0:
+            await asyncio.sleep(0.5)  # a slow page now and then
+        return web.Response(
+            body=page(n), content_type="text/html", headers={"Cache-Control": "max-age=60"}
+        )
+
+    app = web.Application()
+    app.router.add_get("/p/{n}", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    return runner, port
+
+
+def proc_stats(pid: int) -> tuple[float, int]:
+    """(RSS in MiB, open file descriptors) of a process."""
+    rss = 0.0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) / 1024
+    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+
+
+class Window:
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self.errors = 0
+
+    def p(self, q: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        return statistics.quantiles(self.latencies, n=100)[int(q) - 1] * 1000
+
+
+async def soak(args: argparse.Namespace, tmp: Path) -> int:
+    origin, oport = await start_origin()
+    port = free_port()
+    log = tmp / "wwwproxy.log"
+    conf = tmp / "wwwproxy.yaml"
+    conf.write_text("request_changed: 0\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wwwproxy", "serve", "-c", str(conf), "--cache", str(tmp / "c")]
+        + ["--listen", f"127.0.0.1:{port}", "--mode", "online"],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    proxy = f"http://127.0.0.1:{port}"
+    api = {"X-Wwwproxy-Request": "1"}
+    tried = failed = crashed = 0
+    lost = -1  # not known until the offline check at the end
+    answered_online: set[int] = set()
+    next_new = 0
+    offline = False
+    window = Window()
+    rows: list[tuple[float, float, int, int, int, float, float]] = []
+    rng = random.Random(1)
+    try:
+        await wait_for_port(port, proc, "wwwproxy", 30, lambda: log.read_text()[-2000:])
+        timeout = aiohttp.ClientTimeout(total=30)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+
+            async def one() -> None:
+                nonlocal tried, failed, next_new
+                r = rng.random()
+                if r < 0.6 and answered_online:
+                    n = rng.choice(tuple(answered_online))
+                    url, headers = f"http://127.0.0.1:{oport}/p/{n}", {}
+                elif r < 0.9 or not answered_online:
+                    n, next_new = next_new, next_new + 1
+                    url, headers = f"http://127.0.0.1:{oport}/p/{n}", {}
+                elif r < 0.95:
+                    n = -1
+                    url = rng.choice(
+                        [
+                            f"{proxy}/",
+                            f"{proxy}/index/",
+                            f"{proxy}/index/http/127.0.0.1:{oport}/",
+                            f"{proxy}/search/?q={rng.choice(WORDS)}",
+                        ]
+                    )
+                    headers = {}
+                else:
+                    if not answered_online:
+                        return
+                    n = rng.choice(tuple(answered_online))
+                    url = f"http://127.0.0.1:{oport}/p/{n}"
+                    headers = {"Cache-Control": "max-age=0"}
+                tried += 1
+                start = time.monotonic()
+                try:
+                    via = None if url.startswith(proxy) else proxy
+                    async with session.get(url, proxy=via, headers=headers) as reply:
+                        body = await reply.read()
+                    window.latencies.append(time.monotonic() - start)
+                    if n >= 0 and reply.status == 200 and body == page(n) and not offline:
+                        answered_online.add(n)
+                    elif reply.status >= 500 and not (offline and reply.status == 503):
+                        failed += 1
+                        window.errors += 1
+                except (aiohttp.ClientError, OSError, TimeoutError):
+                    failed += 1
+                    window.errors += 1
+
+            async def switch(mode: str) -> None:
+                nonlocal offline
+                offline = mode == "offline"
+                async with session.post(
+                    f"{proxy}/control/?format=json", data={"mode": mode}, headers=api
+                ) as reply:
+                    await reply.read()
+
+            started = time.monotonic()
+            next_sample = started + SAMPLE_EVERY
+            next_switch = started + args.switch_every
+            tasks: set[asyncio.Task[None]] = set()
+            interval = 1 / args.rate
+            tick = started
+            print(f"{'t s':>6} {'RSS MiB':>8} {'fds':>5} {'reqs':>6} {'errs':>5} {'p50 ms':>7} "
+                  f"{'p99 ms':>7}", flush=True)  # fmt: skip
+            while time.monotonic() - started < args.duration:
+                if proc.poll() is not None:
+                    crashed += 1
+                    break
+                now = time.monotonic()
+                if now >= next_switch:
+                    await switch("offline")
+                    await asyncio.sleep(5)
+                    await switch("online")
+                    next_switch = time.monotonic() + args.switch_every
+                if now >= next_sample:
+                    rss, fds = proc_stats(proc.pid)
+                    row = (now - started, rss, fds, len(window.latencies), window.errors,
+                           window.p(50), window.p(99))  # fmt: skip
+                    rows.append(row)
+                    print(f"{row[0]:>6.0f} {row[1]:>8.0f} {row[2]:>5} {row[3]:>6} {row[4]:>5} "
+                          f"{row[5]:>7.1f} {row[6]:>7.1f}", flush=True)  # fmt: skip
+                    window = Window()
+                    next_sample += SAMPLE_EVERY
+                task = asyncio.create_task(one())
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                tick += interval
+                await asyncio.sleep(max(0.0, tick - time.monotonic()))
+            await asyncio.gather(*tasks)
+
+            # everything answered whole online is served offline afterwards
+            await switch("offline")
+            lost = 0
+            for n in sorted(answered_online):
+                async with session.get(f"http://127.0.0.1:{oport}/p/{n}", proxy=proxy) as reply:
+                    if reply.status != 200 or await reply.read() != page(n):
+                        lost += 1
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        await origin.cleanup()
+    tracebacks = log.read_text(errors="replace").count("Traceback")
+    print()
+    if rows:
+        rss = [r[1] for r in rows]
+        fds = [r[2] for r in rows]
+        p99 = [r[6] for r in rows if r[6] == r[6]]
+        print(f"RSS MiB first {rss[0]:.0f}, last {rss[-1]:.0f}, peak {max(rss):.0f}")
+        print(f"open files first {fds[0]}, last {fds[-1]}, peak {max(fds)}")
+        if p99:
+            print(f"p99 ms first {p99[0]:.1f}, last {p99[-1]:.1f}, worst {max(p99):.1f}")
+    print(
+        f"tried {tried}, failed {failed}, lost {lost if lost >= 0 else '-'}, "
+        f"crashed {crashed}, tracebacks in the log {tracebacks}"
+    )
+    return 1 if crashed or tracebacks else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=3600.0, help="seconds of load")
+    parser.add_argument("--rate", type=float, default=100.0, help="requests per second")
+    parser.add_argument("--switch-every", type=float, default=300.0, help="seconds")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="wwwproxy-soak-") as tmp:
+        return asyncio.run(soak(args, Path(tmp)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
