@@ -277,17 +277,19 @@ def main() -> None:
         (root / SEARCH_DB).unlink()
         index = SearchIndex(root)
         index.attach(store)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         indexed = index.rebuild(store)
-        build = time.perf_counter() - t0
+        build, build_cpu = time.perf_counter() - t0, time.process_time() - c0
 
         times = []
         found = 0
+        c0 = time.process_time()
         for query in make_queries(words, args.queries, args.seed):
             t0 = time.perf_counter()
             results = index.search(query, 20, 0)
             times.append(time.perf_counter() - t0)
             found += bool(results.hits)
+        query_cpu = (time.process_time() - c0) / max(1, len(times))
         example = index.search(words[250], 3, 0)
         index.close()
         size = file_bytes(root / SEARCH_DB)
@@ -305,10 +307,14 @@ def main() -> None:
     print(f"ratio index/WARC   {live_size / warc:>12.3f}   (target <= 0.5)")
     print(f"index bytes        {size:>12,}   ({size / 2**20:.1f} MB) after a rebuild")
     print(f"ratio index/WARC   {size / warc:>12.3f}   (target <= 0.5)")
-    print(f"index build        {build:>12.2f} s ({build / max(1, indexed) * 1000:.2f} ms/page)")
+    print(
+        f"index build        {build:>12.2f} s ({build / max(1, indexed) * 1000:.2f} ms/page, "
+        f"CPU {build_cpu / max(1, indexed) * 1000:.2f} ms/page)"
+    )
     print(
         f"query p50 / p99    {statistics.median(times) * 1000:>8.2f} ms / {p99 * 1000:.2f} ms"
-        f"   ({len(times)} queries, 20 hits a page, {found} with hits)"
+        f"   (CPU {query_cpu * 1000:.2f} ms mean; {len(times)} queries, 20 hits a page, "
+        f"{found} with hits)"
     )
     for hit in example.hits[:2]:
         marked = "".join(f"[{t}]" if m else t for t, m in hit.snippet)

@@ -207,6 +207,10 @@ def test_snippets_find_the_words_where_a_reader_sees_them(store):
     )
     (hit,) = index.search("papaya").hits  # not the site's navigation, the page's own text
     assert marked(hit) == ["papaya"] and "juice" in hit.snippet_text
+    page = '<nav><a href="/">Home</a></nav><main><h1>Lime pie</h1><script>x>1</script>ok</main>'
+    put(store, "http://s.example/pie", page.encode())
+    (hit,) = index.search("pie").hits  # nor the navigation before it, nor a tag's end
+    assert hit.snippet_text == "…Lime pie ok" and marked(hit) == ["pie"]
     (hit,) = index.search("ripe mango").hits
     assert marked(hit) == ["ripe", "mango"] and hit.snippet_text.startswith("…")
     (hit,) = index.search("creme brulee").hits  # folded as the index folds

@@ -242,6 +242,8 @@ class Query:
 
     @classmethod
     def parse(cls, query: str) -> Query:
+        """Split by FTS5 itself: a query can never be a syntax error, nor split differently
+        from the pages it is matched against."""
         query = query.encode("utf-8", "replace").decode("utf-8")  # no lone surrogates
         words = [w for w in CONTROL.sub(" ", query).split() if w.rstrip("*")]
         out = []
@@ -365,7 +367,8 @@ def _inside(lower: str, at: int, parts: tuple[tuple[str, str], ...]) -> int:
             if end < 0:
                 return len(lower)
             if end >= at:
-                return end + len(closing)
+                after = lower.find(">", end + len(closing) - 1)  # the closing tag's own end
+                return len(lower) if after < 0 else after + 1
     return at
 
 
@@ -408,10 +411,19 @@ def _snippet_around(
     """FTS5's snippet of the text around ``at``, and where the span looked at ends."""
     start = max(0, at - SNIPPET_SPAN)
     end = min(len(body), at + SNIPPET_SPAN)
-    if html_page:  # whole tags only, and no script begun before the span
+    if html_page:  # whole tags only, no script begun before the span, no navigation
         start = _inside(lower, max(0, lower.rfind(">", 0, start) + 1), _HIDDEN_PARTS)
+        for _, closing in _BOILERPLATE_PARTS:  # the span starts after any that ends before
+            ended = lower.rfind(closing, start, at)
+            if ended >= 0:
+                after = lower.find(">", ended)
+                start = at if after < 0 else max(start, min(at, after + 1))
         after = lower.find("<", end)
         end = len(body) if after < 0 else after
+        for opening, _ in _BOILERPLATE_PARTS:
+            boilerplate = lower.find(opening, at, end)
+            if boilerplate >= 0:
+                end = boilerplate
         span = _HIDDEN.sub(" ", _COMMENT.sub(" ", body[start:end]))
         text = clean(html.unescape(_TAG.sub("", _BLOCK_TAG.sub(" ", span))))
     else:
