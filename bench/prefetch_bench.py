@@ -17,8 +17,11 @@ What one run does, all on 127.0.0.1, in a temporary directory removed afterwards
   ``python -m wwwproxy fetch -c CONFIG --depth 3 --requisites`` from the same URL into a fresh
   cache (the config names only the cache: defaults otherwise, search index included; it runs
   without a server, through the same recording path, and returns once the search index has
-  caught up).  Both honour robots.txt (the site has none: a 404 each) and stay on the host;
-  both record the one broken link (a 404) as it is.
+  caught up).  Its bytecode is kept in the temporary directory and written by one untimed
+  fetch first, as an installed package has it (PYTHONDONTWRITEBYTECODE, set on the test
+  machine, would make every start compile every module: half a second).  Both honour
+  robots.txt (the site has none: a 404 each), stay on the host and record the one broken link
+  (a 404) as it is.
 * Each figure is the median of the runs: wall time (from start to exit), CPU seconds and peak
   RSS of the process (``os.wait4``'s rusage: the process alone, its threads included), the URLs
   fetched (response records in its WARC files: the same count for both, and the same URLs,
@@ -176,30 +179,49 @@ def run_wget(work: Path, url: str, depth: int, deadline: float) -> Run:
     return run
 
 
-def run_wwwproxy(
-    work: Path, url: str, depth: int, deadline: float, source: Path, extra: list[str]
-) -> Run:
+def python_env(source: Path, tmp: Path) -> dict[str, str]:
+    """The environment wwwproxy runs in: that checkout's package first, and its bytecode kept
+    (under ``tmp``), as an installed package has it: with PYTHONDONTWRITEBYTECODE set, as on
+    the test machine, every start would compile every module again (half a second)."""
+    env = dict(os.environ, PYTHONPATH=str(source), PYTHONPYCACHEPREFIX=str(tmp / "pycache"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def start_wwwproxy(work: Path, url: str, source: Path, args: list[str]) -> subprocess.Popen[bytes]:
+    """``python -m wwwproxy fetch`` into a fresh cache under ``work`` (spawn() takes no
+    environment: the same, with one)."""
     work.mkdir()
-    cache = work / "cache"
     config = work / "wwwproxy.yaml"
-    config.write_text(f"cache: {cache}\n")
-    env = dict(os.environ, PYTHONPATH=str(source))  # that checkout's package first
-    argv = [sys.executable, "-m", "wwwproxy", "fetch", "-c", str(config)]
-    argv += ["--depth", str(depth), "--requisites", *extra, url]
-    log = work / "fetch.log"
-    with log.open("ab") as out:  # spawn() has no env: the same, with PYTHONPATH
-        proc = subprocess.Popen(
+    config.write_text(f"cache: {work / 'cache'}\n")
+    argv = [sys.executable, "-m", "wwwproxy", "fetch", "-c", str(config), *args, url]
+    with (work / "fetch.log").open("ab") as out:
+        return subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=work,
-            env=env,
+            env=python_env(source, work.parent),
             preexec_fn=_die_with_parent,  # noqa: PLW1509
         )
+
+
+def warm_up(tmp: Path, url: str, source: Path, deadline: float) -> None:
+    """One untimed ``wwwproxy fetch`` of the first page alone, which writes the bytecode."""
+    measure(start_wwwproxy(tmp / "warm-up", url, source, []), "wwwproxy (warm-up)", deadline)
+    shutil.rmtree(tmp / "warm-up", ignore_errors=True)
+
+
+def run_wwwproxy(
+    work: Path, url: str, depth: int, deadline: float, source: Path, extra: list[str]
+) -> Run:
+    proc = start_wwwproxy(work, url, source, ["--depth", str(depth), "--requisites", *extra])
     run = measure(proc, "wwwproxy", deadline)
     if run.status not in (0, 1):  # 1: a URL failed (the broken link's 404)
-        raise RuntimeError(f"wwwproxy fetch exited with status {run.status}:\n{tail(log)}")
+        log = tail(work / "fetch.log")
+        raise RuntimeError(f"wwwproxy fetch exited with status {run.status}:\n{log}")
+    cache = work / "cache"
     warcs = sorted(cache.rglob("*.warc.gz"))
     run.urls, run.responses = responses(warcs)
     run.warc_bytes = sum(p.stat().st_size for p in warcs)
@@ -310,6 +332,7 @@ def main() -> int:
         )
         print(f"site {root} served by nginx on 127.0.0.1:{port} (pid {nginx.pid})")
         print(f"wwwproxy: {source_label(args.source)}; runs {args.runs} each, depth {args.depth}")
+        warm_up(tmp, url, args.source, deadline)
         wget_runs: list[Run] = []
         our_runs: list[Run] = []
         for i in range(1, args.runs + 1):
