@@ -66,7 +66,8 @@ SNIPPET_START = 16 * 1024  # characters of a page's source its opening text is t
 COMPACT_MIN = 64  # garbage documents always tolerated
 BATCH = 64  # pages indexed in one transaction (one FTS5 segment) when they come together
 MERGE_MIN = 16  # pages indexed since the last full merge before another is worth it ...
-MERGE_SHARE = 8  # ... or an eighth of the pages with text, whichever is more
+MERGE_SHARE = 8  # ... or an eighth of the pages with text, whichever is more ...
+MERGE_SMALL = 1000  # ... or any, up to this many pages with text (a merge takes milliseconds)
 MERGE_STEP = 200  # FTS5 pages written per step of a full merge (a short transaction)
 _READ_ERRORS = (WARCFormatError, CDXJError, StoreError, OSError, ValueError, EOFError)
 
@@ -224,14 +225,18 @@ class SearchIndex:
 
     def _merge_if_due(self) -> None:
         """Merge each full-text table into one b-tree when enough pages came since the last
-        time (geometrically: each page is merged a few times in all), in short steps, and
-        only while nothing waits to be indexed.  FTS5 keeps one b-tree (segment) per batch
-        until its own merging catches up, each with its own copy of every term: a cache
-        indexed page by page took twice the space of the same index merged."""
+        time (geometrically: each page is merged a few times in all; a small index whenever
+        pages came), in short steps, and only while nothing waits to be indexed.  FTS5 keeps
+        a b-tree (segment) per batch until its own merging catches up, each with its own copy
+        of every term, and a merge under way holds its input and output: a small cache
+        indexed page by page took up to twice the space of the same index merged."""
         with self._write_lock:
             with self._lock:
                 (live,) = self._conn.execute("SELECT count(doc) FROM pages").fetchone()
-            if self._meta("unmerged") < max(MERGE_MIN, live // MERGE_SHARE):
+            unmerged = self._meta("unmerged")
+            if not unmerged or (
+                live > MERGE_SMALL and unmerged < max(MERGE_MIN, live // MERGE_SHARE)
+            ):
                 return
             while True:
                 with self._lock:
