@@ -1,0 +1,682 @@
+"""What ``/``, ``/index/`` and ``/index/<proto>/<host>/`` show, kept between requests.
+
+Scanning 100,000 cache files or parsing a 20,000-page host's index lines on every request
+takes seconds, so both are kept and brought up to date from what changed since:
+
+- **Hosts** (``/`` and ``/index/``): per host folder its file count, bytes and newest file
+  time, from the folder's files (``<proto>/<host>/*.warc.gz``).  Kept while the folder's
+  mtime is unchanged (it changes when a page is created or deleted) and no capture was
+  appended to one of its files since: every capture appends a line to the index journal, which
+  is followed here (new lines only, from a held descriptor so a compaction that renames the
+  journal loses none), and the store's listener reports this process's own captures at once.
+- **One host's pages**: one entry per archive key (capture count, newest time, the capture that
+  would be served, size on disk as the end of its last record), built from the host's prefix
+  range of the index (index lines only: no WARC file is opened), then updated from the journal
+  lines that follow.  A compaction that only merged those journals leaves them as they are
+  (the new ``index.cdxj`` is the old one plus exactly those bytes); any other new index (a
+  delete, a rebuild, two compactions unseen) drops them, to be built again when next asked
+  for.  Sorted orders are made on first use, and a request turns only the entries it shows
+  into :class:`PageInfo`.  At most :data:`MAX_LISTED` entries are kept in all (the hosts
+  used least recently are dropped).
+
+Everything here is called from worker threads; one lock per cache serializes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from ..archive.cdxj import INDEX_NAME, JOURNAL_NAME, CDXJError, CDXJRecord
+from ..archive.store import WARC_SUFFIX, Store
+from ..http.policy import is_good, is_servable
+from ..url import url_hash
+from ..url.surt import host_surt
+
+if TYPE_CHECKING:
+    from ..url import URL
+
+__all__ = [
+    "HOSTPORT_PATTERN",
+    "MAX_LISTED",
+    "PROTO_PATTERN",
+    "SORTS",
+    "HostInfo",
+    "HostWindow",
+    "PageInfo",
+    "host_pages",
+    "host_window",
+    "list_hosts",
+    "split_hostport",
+]
+
+SORTS = ("name", "time", "size")
+#: host-page entries kept in memory over all hosts (about 400 bytes each)
+MAX_LISTED = 40_000
+PROTO_PATTERN = re.compile(r"[a-z][a-z0-9+.\-]*")
+HOSTPORT_PATTERN = re.compile(r"[A-Za-z0-9+.\-_:\[\]]+")
+_NOT_HOSTS = ("index", "outgoing", "tmp")
+_INDEXED_TYPES = ("response", "revisit")
+_SETTLED_NS = 1_000_000_000  # a folder mtime this old is trusted (coarse file timestamps)
+_MAX_TAIL = 64 * 1024 * 1024  # more new journal than this: start again rather than parse it
+_MAX_VIEWS = 8  # caches followed at once (a process has one; tests open many)
+
+_Ident = tuple[int, int, int, int]
+
+
+# ---------------------------------------------------------------------------------------------
+# What the pages show
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    proto: str
+    hostport: str
+    pages: int
+    size: int
+    last: datetime | None
+
+    @property
+    def url(self) -> str:
+        return f"{self.proto}://{self.hostport}/"
+
+    @property
+    def path(self) -> str:
+        """Its ``/index/<proto>/<host>/`` page."""
+        return f"/index/{self.proto}/{self.hostport}/"
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "proto": self.proto,
+            "host": self.hostport,
+            "pages": self.pages,
+            "size": self.size,
+            "last": self.last.isoformat() if self.last else None,
+            "index": self.path,
+        }
+
+
+@dataclass(frozen=True)
+class PageInfo:
+    """One archive key of a host: when it was last fetched, the capture that would be served
+    (its status and type), and how many captures there are."""
+
+    key: str
+    time: datetime  # the newest capture's
+    status: int | None  # the served capture's (None: none can be served)
+    mime: str | None
+    captures: int
+    size: int | None  # bytes on disk of its cache file (all captures)
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "url": self.key,
+            "time": self.time.isoformat(),
+            "status": self.status,
+            "mime": self.mime,
+            "captures": self.captures,
+            "size": self.size,
+        }
+
+
+@dataclass(frozen=True)
+class HostWindow:
+    """One page of a host's listing: ``pages`` are entries ``start`` to ``start + len - 1``
+    (from 0) of ``total`` in the order asked for."""
+
+    total: int  # archive keys in the index
+    files: int  # cache files in the host's folder
+    number: int  # the page shown (the last one when the one asked for is past the end)
+    last: int  # the number of the last page
+    start: int
+    pages: list[PageInfo]
+
+
+def split_hostport(hostport: str) -> tuple[str, str | None]:
+    """``example.com:8080`` -> (``example.com``, ``8080``); ``[::1]:8080`` -> (``[::1]``, ...)."""
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        host, rest = hostport[: end + 1], hostport[end + 1 :]
+        return host, rest[1:] if rest.startswith(":") else None
+    host, colon, port = hostport.rpartition(":")
+    if colon and port.isdigit():
+        return host, port
+    return hostport, None
+
+
+def _host_of(uri: str) -> tuple[str, str] | None:
+    """(proto, host folder) of an archive key, as the store names its folders."""
+    proto, sep, rest = uri.partition("://")
+    if not sep:
+        return None
+    authority = rest.split("/", 1)[0].split("?", 1)[0]
+    return proto, authority[authority.rfind("@") + 1 :]
+
+
+# ---------------------------------------------------------------------------------------------
+# Following the index journal
+
+
+class _JournalTail:
+    """The lines appended to ``journal.cdxj`` since the last look.
+
+    The journal only grows until a compaction renames it away, merges it into a new
+    ``index.cdxj`` and deletes it; the descriptor held here still reads the renamed file, so its
+    last lines are not missed, and ``sealed`` counts the bytes of record lines of the journals
+    left behind so (what a compaction adds to the index).  If the file was cut below what was
+    read, or too much came at once, ``read`` answers ``None``: what was derived from it must be
+    made again.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd: int | None = None
+        self.ident: tuple[int, int] | None = None
+        self.pos = 0
+        self.started = False
+        self.sealed = 0
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+            self.ident = None
+
+    def _open(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        st = os.fstat(fd)
+        self.fd, self.ident, self.pos = fd, (st.st_dev, st.st_ino), 0
+        return True
+
+    def _drain(self) -> list[bytes] | None:
+        """Whole lines of the held file past ``pos``; None if it shrank below it."""
+        assert self.fd is not None
+        size = os.fstat(self.fd).st_size
+        if size < self.pos or size - self.pos > _MAX_TAIL:
+            return None
+        if size == self.pos:
+            return []
+        data = os.pread(self.fd, size - self.pos, self.pos)
+        end = data.rfind(b"\n") + 1  # a line being written (or torn) waits for its newline
+        self.pos += end
+        return [line for line in data[:end].split(b"\n") if line and not line.startswith(b"!")]
+
+    def _record_bytes(self) -> int:
+        """Bytes of the held file's whole record lines (all but its ``!`` header lines)."""
+        assert self.fd is not None
+        head = os.pread(self.fd, 4096, 0)
+        start = 0
+        while head.startswith(b"!", start) and (newline := head.find(b"\n", start)) >= 0:
+            start = newline + 1
+        return max(0, self.pos - start)
+
+    def _start(self) -> None:
+        """Follow from the journal's end (its last whole line) on."""
+        self.close()
+        self.started = True
+        self.sealed = 0
+        if self._open():
+            assert self.fd is not None
+            end = os.fstat(self.fd).st_size
+            while end > 0:  # back to the end of the last whole line
+                start = max(0, end - 65536)
+                newline = os.pread(self.fd, end - start, start).rfind(b"\n")
+                if newline >= 0:
+                    self.pos = start + newline + 1
+                    break
+                end = start
+
+    def read(self) -> list[bytes] | None:
+        if not self.started:  # nothing is derived from it yet
+            self._start()
+            return []
+        lines: list[bytes] = []
+        if self.fd is not None:
+            got = self._drain()
+            if got is None:
+                self._start()
+                return None
+            lines += got
+        try:
+            st = os.stat(self.path)
+            now: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except OSError:
+            now = None
+        if now != self.ident:  # renamed away by a compaction: on to the new journal
+            if self.fd is not None:
+                self.sealed += self._record_bytes()
+            self.close()
+            if now is not None and self._open():
+                got = self._drain()
+                if got is None:
+                    self._start()
+                    return None
+                lines += got
+        return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# One host's pages
+
+
+#: one capture as shown: (timestamp, status or None when the line has no integer one, type)
+_Capture = tuple[str, "int | None", "str | None"]
+_NO_SIZE = -1  # a line without its record length: the size comes from the file
+_MIMES: dict[str, str] = {}
+
+
+class _Entry:
+    """The index lines of one archive key, summed up as they arrive."""
+
+    __slots__ = ("captures", "good", "newest", "servable", "size")
+
+    def __init__(self, capture: _Capture) -> None:
+        self.captures = 0
+        self.newest = capture
+        self.good: _Capture | None = None  # the newest 2xx/3xx capture
+        self.servable: _Capture | None = None  # the newest capture that is not a 304/206
+        self.size = 0  # the end of its last record: its file's size
+
+    def info(self, key: str, keep_good: bool) -> PageInfo:
+        served = (self.good or self.servable) if keep_good else self.servable
+        return PageInfo(
+            key=key,
+            time=datetime.fromisoformat(self.newest[0]),
+            status=served[1] if served is not None else None,
+            mime=(served or self.newest)[2],
+            captures=self.captures,
+            size=self.size if self.size != _NO_SIZE else None,
+        )
+
+
+class _Listing:
+    """The pages of one host (one protocol): one entry per archive key."""
+
+    def __init__(self, root: Path, proto: str, hostport: str) -> None:
+        host, port = split_hostport(hostport)
+        self.root = root
+        self.prefix = host_surt(host, port) + "/"
+        self.scheme = f"{proto}://"
+        self.entries: dict[str, _Entry] = {}
+        self._orders: dict[str, list[str]] = {}
+
+    def wants(self, record: CDXJRecord) -> bool:
+        """Whether a record belongs here (the prefix holds other protocols and types)."""
+        return record.key.startswith(self.prefix) and record.record_type in _INDEXED_TYPES
+
+    def add(self, record: CDXJRecord) -> None:
+        """Count one index line in (as :func:`~wwwproxy.archive.store.served_record` would
+        choose: the newest capture wins, and of equal times the later line)."""
+        fields = record.fields
+        uri = fields["uri"]
+        ref = fields["ref"]
+        # the same host under another protocol shares the SURT key
+        if not uri.startswith(self.scheme) or not ref.startswith("warcfile:"):
+            return
+        try:
+            end = int(ref[ref.rindex("#") + 1 :])
+        except ValueError:
+            return
+        length = fields.get("rle")
+        end = end + length if type(length) is int else _NO_SIZE
+        ts = record.timestamp
+        status = fields.get("hsc", 200)
+        mime = fields.get("mct")
+        if mime is not None:  # a few types over and over: one string each
+            mime = _MIMES.setdefault(mime, mime) if len(_MIMES) < 4096 else mime
+        capture = (ts, status if type(status) is int else None, mime)
+        entry = self.entries.get(uri)
+        if entry is None:
+            entry = self.entries[uri] = _Entry(capture)
+        elif ts > entry.newest[0]:
+            entry.newest = capture
+        entry.captures += 1
+        status = status if type(status) is int else 200
+        if is_servable(status):
+            if entry.servable is None or ts >= entry.servable[0]:
+                entry.servable = capture
+            if is_good(status) and (entry.good is None or ts >= entry.good[0]):
+                entry.good = capture
+        if end == _NO_SIZE or entry.size == _NO_SIZE:
+            entry.size = self._file_size(uri)
+        elif end > entry.size:
+            entry.size = end
+        if self._orders:
+            self._orders.clear()
+
+    def _file_size(self, uri: str) -> int:
+        host = _host_of(uri)
+        try:
+            assert host is not None
+            return os.stat(self.root / host[0] / host[1] / (url_hash(uri) + WARC_SUFFIX)).st_size
+        except (AssertionError, OSError, ValueError):
+            return _NO_SIZE
+
+    def order(self, sort: str) -> list[str]:
+        """The keys in ``sort`` order, ascending (made once per change)."""
+        keys = self._orders.get(sort)
+        if keys is None:
+            entries = self.entries
+            # a stable sort of the name order: equal times or sizes stay in name order
+            if sort == "time":
+                keys = sorted(self.order("name"), key=lambda k: entries[k].newest[0])
+            elif sort == "size":
+                keys = sorted(self.order("name"), key=lambda k: max(0, entries[k].size))
+            else:
+                keys = sorted(entries)
+            self._orders[sort] = keys
+        return keys
+
+
+# ---------------------------------------------------------------------------------------------
+# One cache
+
+
+class _HostSummary(NamedTuple):
+    folder: tuple[int, int, int]  # the folder's (dev, inode, mtime_ns) when it was counted
+    settled: bool  # its mtime was old enough to be trusted
+    pages: int
+    size: int
+    last: float
+
+
+class _Changed:
+    """The store listener: this process's captures mark their host at once."""
+
+    def __init__(self, view: _CacheView) -> None:
+        self._view = weakref.ref(view)
+
+    def on_put(self, url: URL, key: str, lines: list[CDXJRecord]) -> None:
+        view = self._view()
+        if view is not None:
+            with view.dirty_lock:
+                view.dirty.add((url.proto, url.hostport))
+
+    def on_delete(self, keys: list[str], files: list[str]) -> None:
+        pass  # the folder's mtime changes
+
+
+class _CacheView:
+    """The kept summaries and listings of one cache directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.index_path = root / "index" / INDEX_NAME
+        self.lock = threading.RLock()
+        self.tail = _JournalTail(root / "index" / JOURNAL_NAME)
+        self.summaries: dict[tuple[str, str], _HostSummary] = {}
+        self.listings: OrderedDict[tuple[str, str], _Listing] = OrderedDict()
+        self.dirty_lock = threading.Lock()
+        self.dirty: set[tuple[str, str]] = set()
+        self.listener = _Changed(self)
+        self.stores: weakref.WeakSet[Store] = weakref.WeakSet()
+        self.index: _Ident | None = None  # index.cdxj as the kept listings know it
+        self.generation = 0  # counts the times the kept listings were dropped
+
+    def close(self) -> None:
+        """Let go of the journal and the stores; a late user starts afresh."""
+        self.tail.close()
+        self.tail.started = False
+        self.summaries.clear()
+        self._drop_listings(None)
+        for store in list(self.stores):
+            with contextlib.suppress(ValueError):
+                store.listeners.remove(self.listener)  # type: ignore[arg-type]
+
+    def attach(self, store: Store) -> None:
+        if store not in self.stores:
+            self.stores.add(store)
+            store.listeners.append(self.listener)
+
+    def index_ident(self) -> _Ident | None:
+        try:
+            st = os.stat(self.index_path)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+    # -- following changes ----------------------------------------------------------------
+
+    def poll(self) -> list[CDXJRecord]:
+        """Take in what changed since the last poll: the hosts of the journal lines written
+        since are marked to be counted again and the lines added to the kept listings; a new
+        ``index.cdxj`` that is not just the old one plus the journals left behind (a delete,
+        a rebuild, or a change missed) drops the kept listings.  Returns the new records."""
+        lines = self.tail.read()
+        index = self.index_ident()
+        if lines is None:  # lost track: everything is made again
+            self.summaries.clear()
+            self._drop_listings(index)
+            return []
+        if index != self.index:
+            old = self.index
+            if old is None or index is None or index[2] != old[2] + self.tail.sealed:
+                self._drop_listings(index)
+            self.index = index
+            self.tail.sealed = 0
+        records = []
+        for raw in lines:
+            with contextlib.suppress(CDXJError):
+                records.append(CDXJRecord.parse_line(raw))
+        if records:
+            marks = {host for host in map(_host_of, (r.uri for r in records)) if host}
+            with self.dirty_lock:
+                self.dirty |= marks
+            for listing in self.listings.values():
+                for record in records:
+                    if listing.wants(record):
+                        listing.add(record)
+        return records
+
+    def _drop_listings(self, index: _Ident | None) -> None:
+        self.listings.clear()
+        self.index = index
+        self.tail.sealed = 0
+        self.generation += 1
+
+    # -- hosts ----------------------------------------------------------------------------
+
+    def _summary(self, proto: str, hostport: str, folder: os.stat_result) -> _HostSummary:
+        ident = (folder.st_dev, folder.st_ino, folder.st_mtime_ns)
+        known = self.summaries.get((proto, hostport))
+        with self.dirty_lock:
+            dirty = (proto, hostport) in self.dirty
+            self.dirty.discard((proto, hostport))  # before counting: a later mark stays
+        if known is not None and known.folder == ident and known.settled and not dirty:
+            return known
+        settled = time.time_ns() - folder.st_mtime_ns > _SETTLED_NS
+        pages = size = 0
+        last = 0.0
+        try:
+            entries = os.scandir(self.root / proto / hostport)
+        except OSError:  # gone meanwhile, or a name no file system holds
+            entries = None
+        if entries is not None:
+            with entries:
+                for entry in entries:
+                    if not entry.name.endswith(WARC_SUFFIX):
+                        continue
+                    try:
+                        st = entry.stat()
+                    except OSError:
+                        continue
+                    pages += 1
+                    size += st.st_size
+                    last = max(last, st.st_mtime)
+        summary = _HostSummary(ident, settled, pages, size, last)
+        self.summaries[(proto, hostport)] = summary
+        return summary
+
+    def hosts(self) -> list[HostInfo]:
+        """Every host folder with cache files, sorted by protocol and host."""
+        self.poll()
+        seen: set[tuple[str, str]] = set()
+        out = []
+        try:
+            protos = sorted(os.scandir(self.root), key=lambda e: e.name)
+        except OSError:
+            protos = []
+        for proto in protos:
+            if proto.name in _NOT_HOSTS or not PROTO_PATTERN.fullmatch(proto.name):
+                continue
+            try:
+                if not proto.is_dir():
+                    continue
+                with os.scandir(proto.path) as it:
+                    folders = sorted(it, key=lambda e: e.name)
+            except OSError:
+                continue
+            for folder in folders:
+                if not HOSTPORT_PATTERN.fullmatch(folder.name):
+                    continue
+                try:
+                    st = folder.stat()
+                except OSError:
+                    continue
+                if not folder.is_dir():
+                    continue
+                summary = self._summary(proto.name, folder.name, st)
+                seen.add((proto.name, folder.name))
+                if summary.pages:
+                    when = datetime.fromtimestamp(summary.last, UTC) if summary.last else None
+                    out.append(HostInfo(proto.name, folder.name, summary.pages, summary.size, when))
+        for gone in set(self.summaries) - seen:
+            del self.summaries[gone]
+        return out
+
+    def files(self, proto: str, hostport: str) -> int:
+        """The cache files in one host's folder."""
+        try:
+            st = os.stat(self.root / proto / hostport)
+        except OSError:
+            return 0
+        return self._summary(proto, hostport, st).pages
+
+    # -- one host's pages -----------------------------------------------------------------
+
+    def listing(self, store: Store, proto: str, hostport: str) -> _Listing:
+        """The host's listing as the index is now (kept, or made and kept)."""
+        self.poll()
+        host = (proto, hostport)
+        kept = self.listings.get(host)
+        if kept is not None:
+            self.listings.move_to_end(host)
+            return kept
+        for _ in range(3):
+            index, generation = self.index, self.generation
+            listing = _Listing(self.root, proto, hostport)
+            for record in store.list_prefix(listing.prefix):
+                listing.add(record)
+            # lines of this host written meanwhile may be in it or not, and a compaction may
+            # have replaced the index meanwhile: then read it again
+            came = self.poll()
+            if (index, generation) == (self.index, self.generation) and not any(
+                listing.wants(r) for r in came
+            ):
+                self._keep(host, listing)
+                return listing
+        return listing  # too busy to be sure of it: shown, not kept
+
+    def _keep(self, host: tuple[str, str], listing: _Listing) -> None:
+        self.listings[host] = listing
+        total = sum(len(kept.entries) for kept in self.listings.values())
+        while total > MAX_LISTED and len(self.listings) > 1:
+            _, dropped = self.listings.popitem(last=False)
+            total -= len(dropped.entries)
+
+
+_views: OrderedDict[str, _CacheView] = OrderedDict()
+_views_lock = threading.Lock()
+
+
+def _view(root: Path | Store) -> _CacheView:
+    """The kept state of a cache (made on first use; the least recently used are let go)."""
+    store = root if isinstance(root, Store) else None
+    path = Path(store.root if store is not None else root)
+    key = os.path.abspath(path)
+    with _views_lock:
+        view = _views.get(key)
+        if view is None:
+            view = _views[key] = _CacheView(path)
+            while len(_views) > _MAX_VIEWS:
+                _, old = _views.popitem(last=False)
+                with old.lock:
+                    old.close()
+        else:
+            _views.move_to_end(key)
+    if store is not None:
+        view.attach(store)
+    return view
+
+
+# ---------------------------------------------------------------------------------------------
+# The API of the pages
+
+
+def list_hosts(root: Path | Store) -> list[HostInfo]:
+    """Every host folder of the cache with its page count, bytes and last fetch (its newest
+    file's mtime), sorted by protocol and host; only what changed is counted again."""
+    view = _view(root)
+    with view.lock:
+        return view.hosts()
+
+
+def host_window(
+    store: Store,
+    proto: str,
+    hostport: str,
+    *,
+    sort: str = "name",
+    descending: bool = False,
+    number: int = 1,
+    per: int = 100,
+    keep_good: bool = True,
+) -> HostWindow:
+    """Page ``number`` (from 1; past the end: the last) of ``per`` entries of one host's
+    pages in ``sort`` order."""
+    if sort not in SORTS:
+        raise ValueError(f"sort must be one of {SORTS}, not {sort!r}")
+    view = _view(store)
+    with view.lock:
+        listing = view.listing(store, proto, hostport)
+        files = view.files(proto, hostport)
+        keys = listing.order(sort)
+        total = len(keys)
+        last = max(1, -(-total // per))
+        number = min(max(1, number), last)
+        start = (number - 1) * per
+        stop = min(total, start + per)
+        if descending:
+            chosen: Iterable[str] = (keys[total - 1 - i] for i in range(start, stop))
+        else:
+            chosen = keys[start:stop]
+        entries = listing.entries
+        shown = [entries[key].info(key, keep_good) for key in chosen]
+    return HostWindow(total, files, number, last, start, shown)
+
+
+def host_pages(
+    store: Store, proto: str, hostport: str, *, keep_good: bool = True
+) -> list[PageInfo]:
+    """All pages of one host from the index, sorted by URL: for each key, the time of its
+    newest capture and the status and type of the capture the proxy would serve (with
+    ``keep_good``, the newest 2xx/3xx one; never a 304 or 206 recorded for a browser's own
+    conditional or range request)."""
+    view = _view(store)
+    with view.lock:
+        listing = view.listing(store, proto, hostport)
+        entries = listing.entries
+        return [entries[key].info(key, keep_good) for key in listing.order("name")]
