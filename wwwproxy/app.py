@@ -24,6 +24,7 @@ from .commands import handle_command
 from .config import Config, ConfigError, load_config
 from .fetch.monitor import monitor_loop, monitor_path
 from .http.policy import Mode
+from .proxy import front as fast_front
 from .proxy.accesslog import SHUTDOWN_TIMEOUT, AccessLogger, quiet_bad_requests
 from .proxy.front import FrontListener
 from .proxy.server import ProxyServer
@@ -146,6 +147,9 @@ async def start(config: Config, *, mode: Mode | None = None) -> Running:
         access_log_class=AccessLogger.bound_to(server.access_log),
         handle_signals=False,
         shutdown_timeout=SHUTDOWN_TIMEOUT,
+        # aiohttp's keep-alive timeout (3,630 s by default) is also the time a connection
+        # handed to it has to complete its next request head: bounded as the fast front's
+        keepalive_timeout=fast_front.HEAD_TIMEOUT,
     )
     await runner.setup()
     # the fast front answers memory hits itself and hands every other request to aiohttp

@@ -46,8 +46,13 @@ log = logging.getLogger("wwwproxy.proxy")
 
 #: seconds a connection may stay without completing a request (aiohttp's keep-alive timeout)
 IDLE_TIMEOUT = 75.0
+#: seconds to complete a request head once part of it came: a connection that sends its head
+#: byte by byte, or stops in the middle of it (slowloris), is answered 408 and closed.  The
+#: same bound is aiohttp's keep-alive timeout for the connections handed to it (app.py)
+HEAD_TIMEOUT = 20.0
 MAX_BUFFERED = 4 * 1024 * 1024  # answers waiting for a slow browser before aiohttp takes over
 MAX_HEAD = 16 * 1024  # as aiohttp's max_line_size/max_field_size: longer heads go to aiohttp
+_FAST_START = b"GET http://"  # how every request the fast path answers begins
 #: request headers that make a request one the fast path does not take
 _SLOW_HEADERS = frozenset(
     {"content-length", "transfer-encoding", "upgrade", "expect", "proxy-authorization"}
@@ -211,6 +216,12 @@ class FastFront(asyncio.Protocol):
         self.allowed_for: object = None
         self.parser: httptools.HttpRequestParser | None = None
         self.parsed = _Head()
+        #: fires HEAD_TIMEOUT after a partial head was first seen, unless it completed
+        self.head_timer: asyncio.TimerHandle | None = None
+        self.paused = False  # reading paused: too much pipelined while a copy is looked up
+        #: where the search for the end of the head resumes (a head sent byte by byte is not
+        #: searched from its start on every byte)
+        self.scanned = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -254,17 +265,57 @@ class FastFront(asyncio.Protocol):
             except Exception:  # noqa: BLE001 (never lose the request: aiohttp answers it)
                 log.exception("fast front: handing the request to aiohttp")
                 self._hand_off()
+        elif len(self.buffer) > MAX_HEAD and not self.paused and self.transport is not None:
+            # a browser pipelining while a copy is read from disk: hold the rest in the
+            # socket, not in memory, until the lookup is done
+            self.paused = True
+            self.transport.pause_reading()
+
+    def _head_started(self) -> None:
+        """A head is in the buffer but not whole yet: it has HEAD_TIMEOUT to complete."""
+        if self.head_timer is None:
+            loop = asyncio.get_running_loop()
+            self.head_timer = loop.call_later(HEAD_TIMEOUT, self._head_late)
+
+    def _head_done(self) -> None:
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+            self.head_timer = None
+
+    def _head_late(self) -> None:
+        """The partial head did not complete in time: 408 (no answer is being written: the
+        fast front writes each answer whole), and close."""
+        self.head_timer = None
+        if self.transport is None or self.busy or not self.buffer:
+            return
+        transport, self.transport = self.transport, None
+        transport.write(
+            b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        transport.close()
 
     def _process(self) -> None:
         """Answer the complete request heads in the buffer, in order, until one is not ours."""
         while self.transport is not None and not self.busy:
-            end = self.buffer.find(b"\r\n\r\n")
+            end = self.buffer.find(b"\r\n\r\n", self.scanned)
             if end < 0:
-                if len(self.buffer) > MAX_HEAD or b"\n\n" in self.buffer:
-                    self._hand_off()  # too long, or bare line feeds: aiohttp judges it
+                if (
+                    len(self.buffer) > MAX_HEAD
+                    or self.buffer.find(b"\n\n", self.scanned) >= 0
+                    or not _FAST_START.startswith(self.buffer[:11])
+                ):
+                    # too long, bare line feeds, or never a fast request: aiohttp judges it
+                    # as it comes (garbage at once; a head sent slowly in its keep-alive time)
+                    self._hand_off()
                 elif self.eof:
                     self._finish_eof()
+                elif self.buffer:
+                    self.scanned = len(self.buffer) - 3 if len(self.buffer) > 3 else 0
+                    self._head_started()
                 return
+            self.scanned = 0
+            if self.head_timer is not None:
+                self._head_done()  # this head is whole; a partial one after it starts anew
             request = self._parse(bytes(self.buffer[: end + 4]))
             if request is None:
                 self._hand_off()
@@ -292,6 +343,9 @@ class FastFront(asyncio.Protocol):
         self.busy = False
         if self.transport is None:
             return
+        if self.paused:
+            self.paused = False
+            self.transport.resume_reading()
         try:
             if cached is None or not self._answer(request, cached):
                 self._hand_off()
@@ -309,15 +363,12 @@ class FastFront(asyncio.Protocol):
         self.eof = True
         if self.busy:
             return True  # the answer being looked up is still sent
-        if self.buffer:
-            self._hand_off()  # a partial request: aiohttp says what is wrong with it
-            return True
+        # nothing, or part of a head, that can never be answered: closed, as aiohttp closes
+        # at an end of input (handed to it, the connection would wait for the rest)
         return None
 
     def _finish_eof(self) -> None:
-        if self.buffer:
-            self._hand_off()
-        elif self.transport is not None:
+        if self.transport is not None:
             self.transport.close()
             self.transport = None
 
@@ -326,6 +377,7 @@ class FastFront(asyncio.Protocol):
         self.open_set.discard(self)
         if self.timer is not None:
             self.timer.cancel()
+        self._head_done()
         if self.pending is not None:
             self.pending.cancel()
 
@@ -342,7 +394,9 @@ class FastFront(asyncio.Protocol):
         parsed, parser = self.parsed, self.parser
         try:
             parser.feed_data(head)
-        except httptools.HttpParserError:
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+            # malformed, or an upgrade (httptools raises for that, and it is not one of its
+            # errors): aiohttp judges it, and a hostile head is no traceback in the log
             return None
         if not parsed.complete or parsed.slow or parser.should_upgrade():
             return None
@@ -360,12 +414,15 @@ class FastFront(asyncio.Protocol):
         url = _canonical(target, services.local_host)
         if url is None or url.proto != "http" or services.is_own(url):
             return None
+        version = parser.get_http_version()
+        if version != "1.1" and version != "1.0":
+            return None  # "HTTP/2.0" in a text head: not an answer this path gives
         return _Request(
             target,
             url,
             headers,
             parsed.headers,
-            parser.get_http_version(),
+            version,
             parser.should_keep_alive(),
             parsed.conditional,
         )
@@ -439,14 +496,22 @@ class FastFront(asyncio.Protocol):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+        self._head_done()  # aiohttp's keep-alive timeout bounds its heads (app.py)
         if transport is None or transport.is_closing():
             return
+        if self.paused:
+            self.paused = False
+            transport.resume_reading()
         handler: Any = self.handler_factory()
         transport.set_protocol(handler)
         handler.connection_made(transport)
         if self.buffer:
             data, self.buffer = bytes(self.buffer), bytearray()
             handler.data_received(data)
+        if self.eof:
+            # the browser has sent all it will: aiohttp answers what came whole and then
+            # closes (it never saw the end of input, and would wait for more)
+            handler.close()
 
 
 class FrontListener:
