@@ -150,6 +150,10 @@ async def start(config: Config, *, mode: Mode | None = None) -> Running:
         # aiohttp's keep-alive timeout (3,630 s by default) is also the time a connection
         # handed to it has to complete its next request head: bounded as the fast front's
         keepalive_timeout=fast_front.HEAD_TIMEOUT,
+        # a request body is forwarded (and recorded) as the browser sent it: aiohttp would
+        # otherwise decode a gzip body and the origin get it decoded under Content-Encoding:
+        # gzip (and a body that is not gzip was a 500 with a traceback)
+        auto_decompress=False,
     )
     await runner.setup()
     # the fast front answers memory hits itself and hands every other request to aiohttp
