@@ -27,6 +27,8 @@ def test_unit_is_hardened_and_reloads_with_sighup() -> None:
     assert service["ExecReload"] == "/bin/kill -HUP $MAINPID"
     assert "--cache /var/lib/wwwproxy" in service["ExecStart"]
     assert " serve " in service["ExecStart"]
+    # file descriptors for more than a thousand connections (issue 12, finding 4)
+    assert int(service["LimitNOFILE"]) >= 65536
 
 
 def test_systemd_analyze_verify() -> None:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import logging
+import resource
 import signal
 import sqlite3
 from collections.abc import AsyncIterator, Callable
@@ -40,6 +42,72 @@ IO_THREADS = 32
 COMPACT_EVERY = 60.0  # seconds between checks of the index journal
 COMPACT_BYTES = 256 * 1024  # journal size that triggers a merge into the sorted index
 SEARCH_FLUSH = 120.0  # seconds to wait at the end for the search index to catch up
+#: seconds between two warnings that connections cannot be accepted (one line per burst)
+ACCEPT_WARN_EVERY = 60.0
+#: the open-files limit asked for when the hard limit is "unlimited" (Linux's nr_open default)
+NOFILE_WANTED = 1024 * 1024
+_OUT_OF_FDS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+def raise_open_files_limit() -> tuple[int, int]:
+    """Raise the soft limit on open files to the hard one, once, when ``serve`` starts: each
+    browser connection, upstream connection and WARC file takes a file descriptor, and the soft
+    limit (1,024 under systemd unless the unit says otherwise) ran out under 1,100 stalled
+    connections.  Returns (before, after)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = NOFILE_WANTED if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError) as exc:  # macOS refuses more than OPEN_MAX, say
+            log.warning("the open files limit stays %s: %s", soft, exc)
+            return soft, soft
+        log.info("open files limit raised from %s to %s", soft, wanted)
+        return soft, wanted
+    return soft, soft
+
+
+class AcceptErrors:
+    """The loop's exception handler, for one kind of error: asyncio's server logs a traceback
+    for every ``accept()`` that fails for want of file descriptors (Python 3.11 up to its
+    backlog, 100, times per retry, each second: 130,000 lines in 30 s), and pauses accepting
+    for a second each time.  Here that is one warning line per burst, with a count; the open
+    connections are served meanwhile, and new ones are accepted again as descriptors free up.
+    Everything else goes to the handler that was there before.  (uvloop logs nothing here:
+    libuv accepts and closes the connections over the limit with a spare descriptor.)"""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.previous = loop.get_exception_handler()
+        self.refused = 0  # since the last warning
+        self.quiet_until = float("-inf")
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        message = str(context.get("message", ""))
+        if (
+            isinstance(exc, OSError)
+            and exc.errno in _OUT_OF_FDS
+            and message.startswith("socket.accept()")
+        ):
+            self.refused += 1
+            now = loop.time()
+            if now >= self.quiet_until:
+                soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+                log.warning(
+                    "cannot accept new connections: %s (open files limit %s); the open ones "
+                    "are still served (%d refusals; next warning in %.0f s at the earliest)",
+                    exc.strerror or exc,
+                    soft,
+                    self.refused,
+                    ACCEPT_WARN_EVERY,
+                )
+                self.refused = 0
+                self.quiet_until = now + ACCEPT_WARN_EVERY
+            return
+        if self.previous is not None:
+            self.previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
 
 
 def open_search(store: Store) -> SearchIndex | None:
@@ -135,9 +203,12 @@ class Running:
 async def start(config: Config, *, mode: Mode | None = None) -> Running:
     """Start the proxy on ``config.listen`` (port 0: any free port) and return at once."""
     quiet_bad_requests()
+    loop = asyncio.get_running_loop()
+    if not isinstance(loop.get_exception_handler(), AcceptErrors):
+        loop.set_exception_handler(AcceptErrors(loop))
     # recording waits mostly on fsync: more threads than asyncio's default (cores + 4) keep
     # one slow disk flush from holding up every other response
-    asyncio.get_running_loop().set_default_executor(
+    loop.set_default_executor(
         ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="wwwproxy-io")
     )
     services = build_services(config, mode=mode)
@@ -198,6 +269,7 @@ async def serve(
 
     config = load()
     config.cache.mkdir(parents=True, exist_ok=True)
+    raise_open_files_limit()
     running = await start(config, mode=mode)
     services = running.services
     monitor = asyncio.create_task(monitor_loop(services, monitor_path(config.cache)))
