@@ -434,7 +434,7 @@ class Store:
             for rec, loc in zip(records, locations, strict=True)
             if rec.info.rec_type in _INDEXED_TYPES
         ]
-        self.index.add(lines)
+        self.index.add(lines, self.sync)
         for listener in self.listeners:
             try:
                 listener.on_put(url, key, lines)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 
-from ...fsutil import fsync_dir
+from ...fsutil import GroupSync, fsync_dir
 from .line import (
     HEADER_LINE,
     SUPPORTED_MAJOR,
@@ -96,8 +96,11 @@ def _cut_torn_tail(fd: int, size: int, source: str) -> int:
     return keep
 
 
-def append_journal(path: StrPath, records: Iterable[CDXJRecord]) -> None:
-    """Append records durably: one write under an exclusive ``flock``, then fsync.
+def append_journal(
+    path: StrPath, records: Iterable[CDXJRecord], sync: GroupSync | None = None
+) -> None:
+    """Append records durably: one write under an exclusive ``flock``, then fsync (with
+    ``sync``, one flush shared with the other writers that finish together).
 
     A new journal starts with the format header; a torn last line left by a killed writer is
     cut off first so that it cannot swallow the new records.
@@ -118,10 +121,13 @@ def append_journal(path: StrPath, records: Iterable[CDXJRecord]) -> None:
         # the lines are whole in the file now; make them durable outside the lock, so that
         # concurrent appends never queue behind each other's fsync
         fcntl.flock(fd, fcntl.LOCK_UN)
-        os.fsync(fd)
+        if sync is None:
+            os.fsync(fd)
     finally:
         os.close(fd)
-    if size == 0:
+    if sync is not None:
+        sync.sync([source, Path(path).parent] if size == 0 else [source])
+    elif size == 0:
         fsync_dir(Path(path).parent)
 
 
@@ -181,9 +187,10 @@ class Index:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def add(self, records: Iterable[CDXJRecord]) -> None:
-        """Append records to the journal; they are visible to lookups at once."""
-        append_journal(self.journal_path, records)
+    def add(self, records: Iterable[CDXJRecord], sync: GroupSync | None = None) -> None:
+        """Append records to the journal; they are visible to lookups at once (and durable on
+        return: fsynced, or flushed with other writers' by ``sync``)."""
+        append_journal(self.journal_path, records, sync)
 
     def files(self) -> list[Path]:
         """The files that hold index lines now, existing ones only: the sorted index, the
