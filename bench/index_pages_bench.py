@@ -10,9 +10,10 @@ newest capture's, as recording leaves it.  The WARC files are written with the r
 The proxy (``wwwproxy.app.start`` with a ``Config`` on port 0) runs in a child process (this
 file with ``--serve``), so its RSS is its own; this process sends real HTTP GETs with aiohttp
 to ``/``, ``/index/``, the big host's first page, a page in its middle, its time and size
-orders, and a small host's page, one at a time.  Printed: each page's first (cold) time, p50
-and p99 of the following requests, its size, and the proxy's RSS after start, after the run,
-and after 10 s idle.
+orders, and a small host's page, one at a time; then every host's page in turn, twice (a
+random order and page each).  Printed: each page's first (cold) time, p50 and p99 of the
+following requests, its size, and the proxy's RSS after start, after the run, and after 10 s
+idle.
 
 Run:  .venv/bin/python bench/index_pages_bench.py                (build ~2 min the first time)
       .venv/bin/python bench/index_pages_bench.py --pages 6000 --big 1200 --repeat 20
@@ -211,6 +212,24 @@ async def measure(port: int, pid: int, repeat: int, small: str) -> None:
             print(
                 f"{label:<22}{times[0]:9.1f}{statistics.median(rest):9.1f}"
                 f"{pct(rest, 99):9.1f}{size / 1024:8.0f}{status:8d}"
+            )
+        # every host's page in turn, twice: first visits (each host's listing is built), then
+        # again (kept, unless dropped to stay within the memory bound)
+        async with session.get(base + "/index/?format=json") as resp:
+            hosts = [h["index"] for h in (await resp.json())["hosts"]]
+        rng = random.Random(7)
+        for label in ("every host, 1st visit", "every host, 2nd visit"):
+            times = []
+            for path in hosts:
+                args = f"?sort={rng.choice(['name', 'time', 'size'])}&page={rng.randint(1, 3)}"
+                t0 = time.perf_counter()
+                async with session.get(base + path + args) as resp:
+                    await resp.read()
+                    assert resp.status == 200, (path, resp.status)
+                times.append((time.perf_counter() - t0) * 1000)
+            print(
+                f"{label:<22}{'':>9}{statistics.median(times):9.1f}{pct(times, 99):9.1f}"
+                f"{'':>8}{len(times):>8}"
             )
     rss1, hwm = rss_mb(pid)
     print(f"proxy RSS after the run: {rss1:.0f} MB (peak {hwm:.0f} MB)")
