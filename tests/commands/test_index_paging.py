@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import os
 import re
+import threading
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 
@@ -296,3 +297,72 @@ def test_no_index_yet_and_empty_folders(tmp_path):
     window = host_window(store, "http", "empty.example")
     assert (window.total, window.files, window.number, window.last) == (0, 0, 1, 1)
     assert window.start == 0 and window.pages == []
+
+
+def fresh_listing(store: Store, host: str, keep_good: bool = True) -> list[dict]:
+    """A host's pages computed the plain way, from nothing: every index line of the host,
+    grouped by key, the served capture as the store chooses it, sizes from the files."""
+    from wwwproxy.archive.store import served_record
+    from wwwproxy.url.surt import host_surt
+
+    lines: dict[str, list] = {}
+    for rec in store.list_prefix(host_surt(host) + "/"):
+        if rec.uri.startswith("http://"):
+            lines.setdefault(rec.uri, []).append(rec)
+    out = []
+    for uri in sorted(lines):
+        records = lines[uri]
+        newest = max(records, key=lambda r: r.timestamp)
+        served = served_record(records, prefer_good=keep_good)
+        status = served.fields.get("hsc", 200) if served is not None else None
+        out.append(
+            {
+                "url": uri,
+                "time": newest.as_datetime().isoformat(),
+                "status": status,
+                "mime": (served or newest).fields.get("mct"),
+                "captures": len(records),
+                "size": file_size(store, uri),
+            }
+        )
+    return out
+
+
+async def test_a_kept_listing_equals_a_fresh_one_after_concurrent_changes(client, proxy):
+    """Writers in threads (this process's store and another one's) add pages and captures
+    and compact the index while the pages are being asked for: afterwards the kept listing
+    is exactly what a listing made from nothing says."""
+    store = proxy.services.store
+    fill(store, "busy.example", 40)
+    other = Store(store.root)
+
+    def writer(n: int, target: Store) -> None:
+        for i in range(25):
+            url = f"http://busy.example/p{(n * 13 + i * 7) % 60:04d}"  # old pages and new
+            status = (200, 404, 304, 200)[(n + i) % 4]
+            record(target, url, b"%d-%d" % (n, i), T0 + timedelta(days=n, hours=i), status=status)
+            if n == 0 and i % 8 == 7:
+                store.index.compact()
+
+    threads = [
+        threading.Thread(target=writer, args=(n, store if n % 2 else other)) for n in range(3)
+    ]
+    for thread in threads:
+        thread.start()
+    asked = 0
+    while any(thread.is_alive() for thread in threads) or asked < 5:
+        sort = ("name", "time", "size")[asked % 3]
+        status, _ = await client.get_json(f"/index/http/busy.example/?sort={sort}&per=9")
+        assert status == 200
+        status, _ = await client.get_json("/index/")
+        assert status == 200
+        asked += 1
+    for thread in threads:
+        thread.join()
+    status, data = await client.get_json("/index/http/busy.example/?per=1000")
+    assert status == 200
+    assert data["pages"] == fresh_listing(store, "busy.example")
+    files, size, _ = host_files(store, "busy.example")
+    status, data = await client.get_json("/index/")
+    (busy,) = [h for h in data["hosts"] if h["host"] == "busy.example"]
+    assert (busy["pages"], busy["size"]) == (files, size)
