@@ -827,11 +827,14 @@ async def exchange(port: int, case: Case) -> Outcome:
             pass  # refused before it was all sent: what it answered is still read
         half_closed = case.eof
         heads = [0]
+        # a valid request is waited for (its origin may be slow); anything else is given
+        # IDLE seconds to be answered before the client gives up
+        patience = IDLE if case.expect != "ok" else CASE_LIMIT / 3
         while len(outcome.answers) < wanted:
             reading = asyncio.ensure_future(_read_answer(reader, heads))
             started = heads[0]
             while not reading.done():
-                await asyncio.wait({reading}, timeout=IDLE)
+                await asyncio.wait({reading}, timeout=patience)
                 if reading.done() or heads[0] > started:
                     continue  # its head came: the rest follows the recording
                 if half_closed:
@@ -911,12 +914,14 @@ class Tally:
         statuses = [a.status for a in answers]
         if any(s == 500 or (s >= 500 and s not in GATEWAY) for s in statuses):
             return f"answered {statuses}"
-        if len(answers) > 1 + bool(case.canary):
-            return f"more answers than requests: {statuses}"
-        if len(answers) == 2 and answers[1].headers.get("x-target", "").rsplit("/", 1)[-1] != (
-            "canary-" + tag(case.number).decode()
-        ):
-            return f"the pipelined request got another's answer: {answers[1].headers}"
+        # a mutation may make two requests of one (a CR LF CR LF in a header): each answer
+        # the origin gave must still be for this case, and the canary's come last
+        canary = f"/canary-{tag(case.number).decode()}"
+        targets = [a.headers["x-target"] for a in answers if "x-target" in a.headers]
+        if any(case_number(t.encode()) not in (None, case.number) for t in targets):
+            return f"an answer for another case's request: {targets}"
+        if canary in targets and answers[-1].headers.get("x-target") != canary:
+            return f"the pipelined request was not answered last: {targets}"
         first = statuses[0] if statuses else None
         if case.expect == "400" and first != 400:
             return f"expected 400, got {first} ({'closed' if outcome.closed else 'open'})"
