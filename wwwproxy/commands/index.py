@@ -27,7 +27,7 @@ from .listing import (
     list_hosts,
     split_hostport,
 )
-from .template import esc, fmt_size, fmt_time, link, table
+from .template import esc, fmt_size, fmt_time, href, link, table
 
 __all__ = ["HostInfo", "PageInfo", "host_pages", "list_hosts", "page", "split_hostport"]
 
@@ -164,13 +164,15 @@ async def host_page(ctx: Context, proto: str, hostport: str) -> web.StreamRespon
     def render() -> str:
         rows = []
         for p in shown:
+            arg = href("", {"url": p.key})  # "?url=…", encoded once for the four links
             actions = " ".join(
-                [
-                    link("/cache/", "cached", {"url": p.key}),
-                    link("/history/", f"history ({p.captures})", {"url": p.key}),
-                    link("/refresh/", "refresh", {"url": p.key}),
-                    link("/delete/", "delete", {"url": p.key}),
-                ]
+                f'<a href="{esc(page + arg)}">{esc(label)}</a>'
+                for page, label in (
+                    ("/cache/", "cached"),
+                    ("/history/", f"history ({p.captures})"),
+                    ("/refresh/", "refresh"),
+                    ("/delete/", "delete"),
+                )
             )
             rows.append(
                 (
