@@ -105,7 +105,7 @@ class GroupSync:
         self.root = os.fspath(root)
         self._syncfs = _SYNCFS if use_syncfs else None
         self._cond = threading.Condition()
-        self._pending: set[str] = set()  # what the next flush covers
+        self._pending: set[int | str] = set()  # what the next flush covers
         self._started = 0  # generation of the newest flush begun
         self._done = 0  # generation of the newest flush finished
         self._running = False
@@ -113,11 +113,13 @@ class GroupSync:
         self.flushes = 0
         self.syncfs_flushes = 0
 
-    def sync(self, paths: Iterable[str | os.PathLike[str]]) -> None:
-        """Return when ``paths`` (files written and folders given new entries) are durable;
-        OSError if the flush failed (the next flush tries them again)."""
+    def sync(self, paths: Iterable[int | str | os.PathLike[str]]) -> None:
+        """Return when ``paths`` are durable: open file descriptors (of files written; the
+        caller keeps them open until this returns, so a file renamed or removed meanwhile is
+        still the one flushed) and names (of folders given new entries).  OSError if the
+        flush failed (the next flush tries them again)."""
         with self._cond:
-            self._pending.update(os.fspath(p) for p in paths)
+            self._pending.update(p if isinstance(p, int) else os.fspath(p) for p in paths)
             needed = self._started + 1  # a flush begun after this writer's writes
             while self._done < needed:
                 if self._running:
@@ -141,7 +143,7 @@ class GroupSync:
                 self._done = generation
                 self._cond.notify_all()
 
-    def _flush(self, batch: set[str]) -> None:
+    def _flush(self, batch: set[int | str]) -> None:
         if self._syncfs is not None and len(batch) > SYNCFS_OVER:
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             try:
@@ -152,6 +154,9 @@ class GroupSync:
                 os.close(fd)
             self.syncfs_flushes += 1
         else:
-            for path in sorted(batch):
-                fsync_path(path)
+            for item in batch:
+                if isinstance(item, int):
+                    os.fsync(item)
+                else:
+                    fsync_path(item)
         self.flushes += 1

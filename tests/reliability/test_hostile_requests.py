@@ -48,8 +48,8 @@ RSS_GROWTH_LIMIT = 96 * 1024 * 1024
 #: 5xx answers a valid request can get (an origin it cannot reach, an unsupported scheme, a
 #: request that loops); 500 never: that is a crash
 GATEWAY = frozenset({501, 502, 503, 504, 505, 508})
-#: what the proxy still gets wrong in code these tests do not own (wwwproxy/proxy/server.py):
-#: counted and reported, not failed, until it is fixed there; each has a strict xfail below
+#: what the proxy once got wrong (in wwwproxy/proxy/server.py), each fixed since and tested
+#: below: a case that meets one again is counted, and the run fails
 KNOWN_GAPS = {
     "empty-te": "an empty Transfer-Encoding next to a Content-Length is taken as no coding: "
     "the request is forwarded, and the bytes after the Content-Length body as a second one",
@@ -1067,6 +1067,7 @@ async def test_ten_thousand_hostile_requests(make_proxy, recording_origin, caplo
     failures = tally.failures + origin_failures(origin, cases, tally)
     print(f"answers {dict(tally.statuses.most_common())}; known gaps {dict(tally.gaps)}")
     assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures[:40])
+    assert not tally.gaps, f"known gaps met again: {dict(tally.gaps)}"  # all fixed now
     # each kind of mutation was tried, and the valid ones were served
     assert all(any(k.startswith(name) for k in tally.kinds) for name, _, _ in generator.mutations)
     assert tally.statuses["400"] > CI_CASES // 5 and tally.statuses["200"] > CI_CASES // 20
@@ -1104,11 +1105,7 @@ SMUGGLING = {
 
 FRAMINGS = [
     *(pytest.param(v, id=k) for k, v in SMUGGLING.items()),
-    pytest.param(
-        b"Transfer-Encoding: \r\nContent-Length: 5\r\n",
-        id="TE empty, CL short",
-        marks=pytest.mark.xfail(strict=True, reason=KNOWN_GAPS["empty-te"]),
-    ),
+    pytest.param(b"Transfer-Encoding: \r\nContent-Length: 5\r\n", id="TE empty, CL short"),
 ]
 
 
@@ -1173,14 +1170,7 @@ VERSIONS = [
     b"HTTP/3.0",
     b"HTTP/1.10",
     b"HTTP/10.1",
-    *(
-        pytest.param(
-            v,
-            id=v.decode() or "no version",
-            marks=pytest.mark.xfail(strict=True, reason=KNOWN_GAPS["version-echo"]),
-        )
-        for v in (b"HTTP/2.0", b"HTTP/0.9", b"")
-    ),
+    *(pytest.param(v, id=v.decode() or "no version") for v in (b"HTTP/2.0", b"HTTP/0.9", b"")),
 ]
 
 
@@ -1206,7 +1196,6 @@ if __name__ == "__main__":
 @pytest.mark.parametrize(
     "target", ["{origin}", "127.0.0.1", "127.0.0.1:1"], ids=["403", "400", "502"]
 )
-@pytest.mark.xfail(strict=True, reason=KNOWN_GAPS["connect-tail"])
 async def test_bytes_after_a_refused_connect_are_never_a_request(
     make_proxy, recording_origin, target
 ):

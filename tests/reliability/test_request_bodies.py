@@ -50,3 +50,27 @@ async def test_a_body_cut_off_gives_its_room_back(make_proxy, origin):
     async with proxy.session() as session:
         async with session.post(origin.url("/echo"), data=b"small", proxy=proxy.url) as reply:
             assert json.loads(await reply.read())["body"] == "small"
+
+
+async def test_a_body_without_content_type_reaches_the_origin_without_one(make_proxy, origin):
+    proxy = await make_proxy()
+    reader, writer = await proxy.connect_raw()
+    try:
+        writer.write(
+            f"POST {origin.url('/echo')} HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n".encode()
+            + b"data"
+        )
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(
+            next(
+                line.split(b":")[1]
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length")
+            )
+        )
+        echoed = json.loads(await reader.readexactly(length))
+    finally:
+        writer.close()
+    assert echoed["body"] == "data"
+    assert "content-type" not in {k.lower() for k, _ in echoed["headers"]}

@@ -193,11 +193,6 @@ async def test_hundreds_of_stalled_heads_do_not_stop_other_clients(make_proxy, o
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wwwproxy/proxy/server.py reads a request body without a time limit: a body that "
-    "stalls holds the connection (and its file descriptor) until the browser goes away",
-)
 async def test_a_stalled_request_body_is_closed(make_proxy, origin):
     proxy = await make_proxy()
     reader, writer = await proxy.connect_raw()

@@ -38,6 +38,7 @@ from ..recording.services import Services
 from ..recording.upstream import UpstreamError
 from ..url import URL, InvalidURL, canonicalize
 from ..url.requestkey import request_key
+from . import front
 from .accesslog import LOGGED_URL, AccessLog
 from .intercept import Interceptor
 from .pages import page_response
@@ -115,13 +116,22 @@ class ProxyServer:
         return allowed_address(peer[0], self.config.allowed_clients)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        refusal = _framing_refusal(request)
+        if refusal is not None:
+            refusal.force_close()  # what follows on the connection cannot be trusted
+            return refusal
         if not self.client_allowed(request):
             return page_response(403, "Forbidden", "This proxy does not serve your address.")
         inside = self.interceptor.target_of(request)
         if request.method == "CONNECT":
             if inside is not None:
-                return page_response(405, "Not allowed", "CONNECT inside a CONNECT tunnel.")
-            return await tunnel(request, self)
+                response = page_response(405, "Not allowed", "CONNECT inside a CONNECT tunnel.")
+            else:
+                response = await tunnel(request, self)
+            # a refused CONNECT ends the connection: the bytes a browser sent after it were
+            # meant for the tunnel and must never be read as a request of their own
+            response.force_close()
+            return response
         target = request.raw_path
         if is_websocket(request) and target.startswith(("ws://", "wss://")):
             # some clients (aiohttp, websocket libraries) send a ws:// URL in absolute form
@@ -193,6 +203,16 @@ class ProxyServer:
                     "Request body too large",
                     f"Request bodies are limited to {MAX_REQUEST_BODY // 2**20} MiB.",
                 )
+            except TimeoutError:
+                log.info("request body of %s stalled: closed", url.canonical)
+                response = page_response(408, "Request timeout", "The request body stopped coming.")
+                response.force_close()
+                with contextlib.suppress(ConnectionError):
+                    await response.prepare(request)
+                    await response.write_eof()
+                # closed now, not after aiohttp's lingering wait for the rest of the body
+                request.protocol.force_close()
+                return response
             except (ConnectionError, aiohttp.ClientPayloadError) as exc:
                 # the browser left (or broke the framing) before its body was complete: there
                 # is nobody to answer and nothing to forward, queue or record
@@ -483,13 +503,47 @@ async def _read_body(request: web.Request, held: BodyBudget.Held) -> bytes:
     announced = request.content_length
     await held.reserve(announced if announced is not None else UNKNOWN_LENGTH_ROOM)
     chunks, size = [], 0
-    async for chunk in request.content.iter_chunked(CHUNK):
+    while True:
+        # a body that stops coming is given up (TimeoutError) after the header-read time,
+        # as a head is: a stalled upload must not hold a connection and its descriptor
+        chunk = await asyncio.wait_for(request.content.readany(), front.HEAD_TIMEOUT)
+        if not chunk:
+            break
         size += len(chunk)
         if size > MAX_REQUEST_BODY:
             raise web.HTTPRequestEntityTooLarge(max_size=MAX_REQUEST_BODY, actual_size=size)
         held.grow_to(size)  # a chunked body longer than its reservation: counted, no wait
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _framing_refusal(request: web.BaseRequest) -> web.Response | None:
+    """A request whose framing cannot be trusted, refused before anything else: an HTTP
+    version other than 1.0 and 1.1 (505; none at all: 400), or a Transfer-Encoding (even an
+    empty one) beside a Content-Length (400: one reader would see two requests where another
+    sees one)."""
+    if request.version not in ((1, 0), (1, 1)):
+        # answered in HTTP/1.1 (aiohttp would echo the request's version in the status line,
+        # which the client does not speak), then closed
+        if request.version == (0, 9):  # no version at all: a malformed request line
+            status, reason = b"400", b"Bad Request"
+            body = b"The request line is not valid HTTP/1.x.\n"
+        else:
+            status, reason = b"505", b"HTTP Version Not Supported"
+            body = b"This proxy speaks HTTP/1.0 and HTTP/1.1.\n"
+        transport = request.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(
+                b"HTTP/1.1 %s %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
+                b"Connection: close\r\nX-Cache: MISS\r\n\r\n%s" % (status, reason, len(body), body)
+            )
+        request.protocol.force_close()
+        return web.Response(status=int(status))  # not sent: the connection is closed
+    if "Transfer-Encoding" in request.headers and "Content-Length" in request.headers:
+        return page_response(
+            400, "Bad request", "Both Transfer-Encoding and Content-Length: refused."
+        )
+    return None
 
 
 class BodyBudget:

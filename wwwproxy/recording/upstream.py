@@ -91,7 +91,8 @@ def new_session(
         timeout=aiohttp.ClientTimeout(
             total=None, sock_connect=timeouts.connect, sock_read=timeouts.read
         ),
-        skip_auto_headers=("Accept-Encoding", "User-Agent", "Accept"),
+        # only what the browser sent: no Content-Type made up for a body sent without one
+        skip_auto_headers=("Accept-Encoding", "User-Agent", "Accept", "Content-Type"),
         trust_env=False,
     )
 

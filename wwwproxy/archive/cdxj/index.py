@@ -123,11 +123,11 @@ def append_journal(
         fcntl.flock(fd, fcntl.LOCK_UN)
         if sync is None:
             os.fsync(fd)
+        else:  # by the descriptor: a compaction may rename the journal meanwhile
+            sync.sync([fd, Path(path).parent] if size == 0 else [fd])
     finally:
         os.close(fd)
-    if sync is not None:
-        sync.sync([source, Path(path).parent] if size == 0 else [source])
-    elif size == 0:
+    if sync is None and size == 0:
         fsync_dir(Path(path).parent)
 
 

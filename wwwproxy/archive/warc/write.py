@@ -198,7 +198,7 @@ def append_exchange(
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
         if sync is not None:
             try:
-                sync.sync([path, path.parent] if created else [path])
+                sync.sync([fh.fileno(), path.parent] if created else [fh.fileno()])
             except OSError:
                 _undo_if_last(fh, start, pos, path)
                 raise
