@@ -10,13 +10,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import fcntl
 import os
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-__all__ = ["GroupSync", "atomic_write", "fsync_dir", "fsync_path"]
+__all__ = ["GroupSync", "atomic_write", "fsync_dir", "fsync_path", "lock_if_still_at"]
 
 
 def _find_syncfs() -> Callable[[int], int] | None:
@@ -77,6 +78,19 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, new_mode: i
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
     fsync_dir(target.parent)
+
+
+def lock_if_still_at(fd: int, path: str | os.PathLike[str]) -> bool:
+    """Take ``fd``'s exclusive ``flock`` and say whether it is still the file at ``path``
+    (another writer may have renamed or removed it between our open and our lock: then the
+    caller closes ``fd`` and opens the path again).  The lock is kept either way."""
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    st = os.fstat(fd)
+    try:
+        now = os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
 
 
 def fsync_path(path: str | os.PathLike[str]) -> None:

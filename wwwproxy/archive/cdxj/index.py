@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 
-from ...fsutil import GroupSync, fsync_dir
+from ...fsutil import GroupSync, fsync_dir, lock_if_still_at
 from .line import (
     HEADER_LINE,
     SUPPORTED_MAJOR,
@@ -63,13 +63,7 @@ def _open_locked_journal(path: StrPath) -> int:
     while True:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, _FILE_MODE)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            st = os.fstat(fd)
-            try:
-                now = os.stat(path)
-            except FileNotFoundError:
-                now = None
-            if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+            if lock_if_still_at(fd, path):
                 return fd
         except BaseException:
             os.close(fd)

@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 from warcio.warcwriter import WARCWriter
 
-from ...fsutil import GroupSync, fsync_dir
+from ...fsutil import GroupSync, fsync_dir, lock_if_still_at
 from .build import PendingRecord
 from .read import _scan
 from .record import _RAW_CHUNK, WARC_VERSION, RecordLocation, WARCFormatError, WARCWriteError
@@ -221,13 +221,7 @@ def _open_locked(path: Path) -> tuple[int, bool]:
                 continue
             created = False
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            st = os.fstat(fd)
-            try:
-                now = os.stat(path)
-            except FileNotFoundError:
-                now = None
-            if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+            if lock_if_still_at(fd, path):
                 return fd, created
         except BaseException:
             os.close(fd)
