@@ -58,7 +58,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from procs import free_port, wait_for_port  # bench/procs.py (run from bench/)
+from procs import free_port, nginx_preamble, wait_for_port  # bench/procs.py (run from bench/)
 from side_by_side import NGINX, _die_with_parent, spawn, stop, tail
 from warcio.archiveiterator import ArchiveIterator
 
@@ -92,21 +92,9 @@ class Run:
 
 def nginx_conf(ngx: Path, port: int, root: Path) -> str:
     types = f"include {MIME_TYPES};" if MIME_TYPES.exists() else "types { text/html html; }"
-    return f"""daemon off;
-worker_processes 1;
-pid {ngx}/nginx.pid;
-error_log {ngx}/error.log warn;
-events {{
-    worker_connections 1024;
-}}
-http {{
-    access_log off;
-    client_body_temp_path {ngx}/client_body;
-    proxy_temp_path {ngx}/proxy;
-    fastcgi_temp_path {ngx}/fastcgi;
-    uwsgi_temp_path {ngx}/uwsgi;
-    scgi_temp_path {ngx}/scgi;
-    {types}
+    return (
+        nginx_preamble(ngx, 1024)
+        + f"""    {types}
     default_type application/octet-stream;
     sendfile on;
     keepalive_requests 100000;
@@ -116,6 +104,7 @@ http {{
     }}
 }}
 """
+    )
 
 
 def start_nginx(tmp: Path, root: Path) -> tuple[subprocess.Popen[bytes], int]:

@@ -9,6 +9,27 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+
+def nginx_preamble(ngx: Path, worker_connections: int) -> str:
+    """The start of a loopback nginx configuration kept under ``ngx`` (pid, logs and temporary
+    folders there, no access log), up to the ``http {`` block's own settings."""
+    return f"""daemon off;
+worker_processes 1;
+pid {ngx}/nginx.pid;
+error_log {ngx}/error.log warn;
+events {{
+    worker_connections {worker_connections};
+}}
+http {{
+    access_log off;
+    client_body_temp_path {ngx}/client_body;
+    proxy_temp_path {ngx}/proxy;
+    fastcgi_temp_path {ngx}/fastcgi;
+    uwsgi_temp_path {ngx}/uwsgi;
+    scgi_temp_path {ngx}/scgi;
+"""
 
 
 def free_port() -> int:

@@ -180,7 +180,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
-from procs import free_port, wait_for_port  # bench/procs.py (run from bench/)
+from procs import free_port, nginx_preamble, wait_for_port  # bench/procs.py (run from bench/)
 
 REPO = Path(__file__).resolve().parent.parent
 NGINX = "/usr/sbin/nginx"
@@ -411,21 +411,9 @@ def nginx_conf(tmp: Path, port: int, tls_port: int, cert: Path) -> str:
         }}"""
         for name in SIZES
     )
-    return f"""daemon off;
-worker_processes 1;
-pid {ngx}/nginx.pid;
-error_log {ngx}/error.log warn;
-events {{
-    worker_connections 4096;
-}}
-http {{
-    access_log off;
-    client_body_temp_path {ngx}/client_body;
-    proxy_temp_path {ngx}/proxy;
-    fastcgi_temp_path {ngx}/fastcgi;
-    uwsgi_temp_path {ngx}/uwsgi;
-    scgi_temp_path {ngx}/scgi;
-    types {{
+    return (
+        nginx_preamble(ngx, 4096)
+        + f"""    types {{
         text/html html;
     }}
     default_type application/octet-stream;
@@ -444,6 +432,7 @@ http {{
     }}
 }}
 """
+    )
 
 
 async def start_nginx(tmp: Path, cert: Path) -> tuple[Server, int]:
