@@ -89,6 +89,8 @@ class Exchange:
     body: bytes = b""
     #: the HTTP version the request came with, for ``Via``
     version: tuple[int, int] = (1, 1)
+    #: False: relayed but never written to the archive (``dont_cache``, ``local_net``)
+    record: bool = True
 
 
 class Sink(Protocol):
@@ -256,7 +258,9 @@ class Engine:
         )
         return Outcome(304, recorded=recorded, not_modified=fresh or cached)
 
-    def _recorder(self, exchange: Exchange, record_headers: Headers) -> Recorder:
+    def _recorder(self, exchange: Exchange, record_headers: Headers) -> Recorder | _Unrecorded:
+        if not exchange.record:
+            return _Unrecorded()
         return self.store.recorder(
             exchange.url,
             exchange.key,
@@ -321,7 +325,7 @@ class Engine:
                     raw_headers,
                     f"HTTP/{version[0]}.{version[1]}",
                 )
-                recorded = True
+                recorded = exchange.record
             except RECORDING_ERRORS as exc:
                 self.not_recorded.report(exchange.url.canonical, exc)
         else:
@@ -334,9 +338,22 @@ class Engine:
         elif failure is not None:
             reason, status = describe_error(failure)
             raise UpstreamError(exchange.url.canonical, reason, status) from failure
-        elif not recorded and complete:
+        elif not recorded and complete and exchange.record:
             raise StoreError(f"{exchange.url.canonical} was fetched but not recorded")
         return Outcome(upstream.status, recorded=recorded, received=received)
+
+
+class _Unrecorded:
+    """The recorder of an exchange that is never archived: the body only passes through."""
+
+    def write(self, chunk: bytes) -> None:
+        pass
+
+    def finish(self, *args: object) -> list[object]:
+        return []
+
+    def abort(self) -> None:
+        pass
 
 
 def decode_headers(raw: Iterable[tuple[bytes, bytes]]) -> Headers:
