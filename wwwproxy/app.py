@@ -142,13 +142,15 @@ def build_services(
         resolver=resolver,
         limit_per_host=limit_per_host,
     )
-    return Services(
+    services = Services(
         config,
         store,
         mode=mode,
         search=open_search(store) if search else None,
         engine=engine,
     )
+    engine.follow(lambda: services.config)  # the header policy and abort limits, reloaded
+    return services
 
 
 async def close_services(services: Services) -> None:
@@ -236,6 +238,7 @@ async def start(config: Config, *, mode: Mode | None = None) -> Running:
         raise
     if config.listen_port == 0:
         services.listening_on(port)
+    services.start_sessions()  # an online session starts now if the mode is connected
     return Running(server, runner, port, front)
 
 

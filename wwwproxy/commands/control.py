@@ -46,7 +46,7 @@ def _switch(ctx: Context, value: str, result: dict[str, object], *, background: 
     except ValueError:
         modes = ", ".join(m.value for m in Mode)
         raise PageError(400, f"Unknown mode {value!r} (one of {modes}).") from None
-    before, services.state.mode = services.mode, mode
+    before = services.set_mode(mode)  # logs an online session's start or end
     message = f"Mode is now {mode.value}."
     if (
         background

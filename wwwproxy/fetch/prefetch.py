@@ -67,6 +67,7 @@ from datetime import UTC, datetime
 from urllib.parse import urljoin
 
 from ..archive.outgoing import QueuedRequest
+from ..archive.sessions import OutEntry, write_lastout
 from ..archive.store import CachedEntry, StoreError
 from ..http.headers import get_header
 from ..http.policy import Action, Mode, RequestDirectives, Stored, decide, is_servable
@@ -142,7 +143,7 @@ class Prefetcher:
 
     async def run(self, seeds: Iterable[str] = (), *, queue: bool = False) -> Summary:
         """Fetch the outgoing queue (``queue``) and the ``seeds`` with what they lead to."""
-        started = time.monotonic()
+        started, began = time.monotonic(), datetime.now(UTC)
         others: list[QueuedRequest] = []
         if queue:
             others = await self._load_queue()
@@ -168,6 +169,15 @@ class Prefetcher:
             await asyncio.gather(*pending, return_exceptions=True)
             self.progress.close()
             self.summary.elapsed = time.monotonic() - started
+        if queue and self.summary.results:  # the lastout page: what this queue fetch got
+            results = self.summary.results.values()
+            got = [OutEntry(r.url, r.method, r.outcome.value, r.status, r.problem) for r in results]
+            try:
+                await asyncio.to_thread(
+                    write_lastout, self.store.root, began, datetime.now(UTC), got
+                )
+            except OSError as exc:
+                log.warning("lastout was not written: %s", exc)
         return self.summary
 
     async def _load_queue(self) -> list[QueuedRequest]:

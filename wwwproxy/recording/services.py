@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import ipaddress
+import logging
 import secrets
 import ssl
 from collections.abc import Coroutine
@@ -18,8 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..archive.outgoing import OutgoingQueue
+from ..archive.sessions import SessionLog
 from ..archive.store import Store
 from ..config import Config
+from ..http.filters import Blocklist, Filters, parse_blocklist
 from ..http.policy import Mode, max_age_for
 from ..url import URL
 from ..url.canonical import DEFAULT_PORTS
@@ -29,7 +32,11 @@ from .upstream import UpstreamTimeouts, tls_context
 if TYPE_CHECKING:
     from ..archive.search import SearchIndex
 
-__all__ = ["RuntimeState", "Services"]
+__all__ = ["RuntimeState", "Services", "load_filters"]
+
+_filter_log = logging.getLogger("wwwproxy.filters")
+
+log = logging.getLogger(__name__)
 
 #: Config fields set up when the proxy starts: a reload keeps them
 _AT_START = ("listen_host", "listen_port", "cache")
@@ -45,6 +52,39 @@ class RuntimeState:
 
 
 RULE_AGES_KEPT = 4096  # URLs whose freshness rule is remembered
+PROBLEMS_SHOWN = 20  # skipped blocklist lines logged one by one; the rest are counted
+
+
+def load_filters(config: Config) -> Filters:
+    """The config's URL filters, with the hosts of its blocklist files read now; a skipped
+    line is logged as ``file:line: why``.  ValueError if a file cannot be read."""
+    blocklist = None
+    if config.blocklist:
+        blocklist = Blocklist()
+        for path in config.blocklist:
+            try:
+                with open(path, encoding="utf-8", errors="replace") as lines:
+                    parse_blocklist(lines, str(path), blocklist)
+            except OSError as exc:
+                raise ValueError(f"blocklist {str(path)!r}: {exc.strerror or exc}") from None
+        for problem in blocklist.problems[:PROBLEMS_SHOWN]:
+            _filter_log.warning("blocklist line skipped: %s", problem)
+        more = len(blocklist.problems) - PROBLEMS_SHOWN
+        if more > 0:
+            _filter_log.warning("blocklist: %d more lines skipped", more)
+        _filter_log.info(
+            "blocklist: %d hosts from %s",
+            len(blocklist),
+            ", ".join(str(p) for p in config.blocklist),
+        )
+    return Filters(
+        config.dont_get,
+        config.dont_cache,
+        config.dont_queue,
+        config.local_net,
+        blocklist=blocklist,
+        status=config.dont_get_status,
+    )
 
 
 def _local_host(config: Config) -> str:
@@ -85,6 +125,8 @@ class Services:
         self._own_hosts: set[str] = set()
         self._tls_for: Path | None = None  # the upstream_ca the engine's TLS context has
         self._tls_made = False
+        #: the cache's online-session log, once serve has started (None: not serving)
+        self.sessions: SessionLog | None = None
         self._apply(config)
 
     # --- configuration -----------------------------------------------------------------------
@@ -97,9 +139,33 @@ class Services:
     def mode(self) -> Mode:
         return self.state.mode
 
+    def set_mode(self, mode: Mode) -> Mode:
+        """Switch the mode (returns the one before); an online session that starts or ends
+        here goes into the session log (the lasttime / prevtime pages)."""
+        before, self.state.mode = self.state.mode, mode
+        self._note_session(before.value, mode.value)
+        return before
+
+    def start_sessions(self) -> None:
+        """Serving starts: from now on mode switches are logged (starting connected starts a
+        session); :meth:`close` ends the session that is open."""
+        self.sessions = SessionLog(self.store.root)
+        self._note_session(None, self.mode.value)
+
+    def _note_session(self, before: str | None, after: str | None) -> None:
+        if self.sessions is None:
+            return
+        try:
+            self.sessions.note(before, after)
+        except OSError as exc:  # a full disk must not stop a mode switch
+            log.warning("the session log %s was not written: %s", self.sessions.path, exc)
+
     def _apply(self, config: Config) -> None:
         tls = self._tls(config)  # first: a CA file that does not load changes nothing
+        filters = self._filters(config)  # and a blocklist that cannot be read
         self.state.config = config
+        #: dont_get, dont_cache, dont_queue, local_net (both fronts ask on every request)
+        self.filters = filters
         port = config.listen_port
         names = {"localhost", "127.0.0.1", "[::1]", *config.names}
         host = config.listen_host
@@ -125,6 +191,13 @@ class Services:
         context = tls_context(config.upstream_ca)
         self._tls_for, self._tls_made = config.upstream_ca, True
         return context
+
+    def _filters(self, config: Config) -> Filters:
+        """The filters for ``config``, made anew when they or the blocklist files changed."""
+        old = self.__dict__.get("filters")
+        if old is not None and not config.blocklist and _same_filters(self.config, config):
+            return old
+        return load_filters(config)
 
     def reload(self, config: Config) -> None:
         """A new configuration (SIGHUP, /config/).  The mode is state and stays as it is, and
@@ -188,6 +261,8 @@ class Services:
         return task
 
     async def close(self) -> None:
+        self._note_session(self.mode.value, None)
+        self.sessions = None
         for task in list(self._background):
             task.cancel()
         if self._background:
@@ -204,6 +279,13 @@ def ip_address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | Non
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
         return addr.ipv4_mapped
     return addr
+
+
+_FILTER_KEYS = ("dont_get", "dont_cache", "dont_queue", "local_net", "dont_get_status")
+
+
+def _same_filters(a: Config, b: Config) -> bool:
+    return all(getattr(a, k) == getattr(b, k) for k in _FILTER_KEYS)
 
 
 def _host_only(name: str) -> bool:
