@@ -32,6 +32,7 @@ from ..http.headers import get_header
 from ..http.policy import CONDITIONAL_HEADERS, Action, accepts_coding, current_age
 from ..recording.engine import PSEUDONYM
 from ..url import URL, InvalidURL, canonicalize
+from .limits import ConnectionCaps, refusal
 from .replay import allowed_address, bodiless, plan_replay, sendable_headers
 
 if TYPE_CHECKING:
@@ -50,6 +51,9 @@ IDLE_TIMEOUT = 75.0
 #: byte by byte, or stops in the middle of it (slowloris), is answered 408 and closed.  The
 #: same bound is aiohttp's keep-alive timeout for the connections handed to it (app.py)
 HEAD_TIMEOUT = 20.0
+#: seconds a connection refused by a cap is kept to let the browser read the 503 (its input is
+#: dropped meanwhile, and it no longer counts against the caps)
+REFUSED_LINGER = 1.0
 MAX_BUFFERED = 4 * 1024 * 1024  # answers waiting for a slow browser before aiohttp takes over
 MAX_HEAD = 16 * 1024  # as aiohttp's max_line_size/max_field_size: longer heads go to aiohttp
 _FAST_START = b"GET http://"  # how every request the fast path answers begins
@@ -205,6 +209,8 @@ class FastFront(asyncio.Protocol):
         self.handler_factory = handler_factory
         self.open_set = open_set
         self.transport: asyncio.Transport | None = None
+        #: the transport as counted by the connection caps, until it ends or is handed on
+        self.counted: asyncio.BaseTransport | None = None
         self.buffer = bytearray()
         self.peer: str | None = None
         self.busy = False  # a copy is being looked up on disk for the first request
@@ -219,6 +225,7 @@ class FastFront(asyncio.Protocol):
         #: fires HEAD_TIMEOUT after a partial head was first seen, unless it completed
         self.head_timer: asyncio.TimerHandle | None = None
         self.paused = False  # reading paused: too much pipelined while a copy is looked up
+        self.refusing = False  # over a connection cap: answered 503, input dropped until closed
         #: where the search for the end of the head resumes (a head sent byte by byte is not
         #: searched from its start on every byte)
         self.scanned = 0
@@ -227,8 +234,29 @@ class FastFront(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if peer else None
+        config = self.server.services.config
+        refused = self.listener.caps.admit(
+            transport,  # type: ignore[arg-type]
+            self.peer,
+            config.max_connections,
+            config.max_client_connections,
+        )
+        if refused is not None:
+            self._refuse(transport, refusal(refused))  # type: ignore[arg-type]
+            return
+        self.counted = transport
         self.open_set.add(self)
         self._arm()
+
+    def _refuse(self, transport: asyncio.Transport, answer: bytes) -> None:
+        """Answer a connection over a cap, and close it once the browser has read that: what
+        it sent meanwhile is read and dropped (closing with unread input would reset the
+        connection, and the browser might never see the answer), for at most REFUSED_LINGER."""
+        self.refusing = True
+        transport.write(answer)
+        if transport.can_write_eof():
+            transport.write_eof()
+        self.timer = asyncio.get_running_loop().call_later(REFUSED_LINGER, transport.abort)
 
     def _arm(self) -> None:
         """Note activity for the idle timer: a connection that completes no request in time is
@@ -258,6 +286,8 @@ class FastFront(asyncio.Protocol):
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
+        if self.refusing:
+            return
         self.buffer += data
         if not self.busy:
             try:
@@ -360,6 +390,8 @@ class FastFront(asyncio.Protocol):
         return self.server.services.config.keep_good_copy
 
     def eof_received(self) -> bool | None:
+        if self.refusing:
+            return None  # the refused browser is done: close
         self.eof = True
         if self.busy:
             return True  # the answer being looked up is still sent
@@ -373,6 +405,9 @@ class FastFront(asyncio.Protocol):
             self.transport = None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.counted is not None:
+            self.listener.caps.release(self.counted, self.peer)
+            self.counted = None
         self.transport = None
         self.open_set.discard(self)
         if self.timer is not None:
@@ -434,7 +469,12 @@ class FastFront(asyncio.Protocol):
         assert self.transport is not None
         if self.transport.get_write_buffer_size() > MAX_BUFFERED:
             return False  # a browser that does not read: aiohttp's flow control takes over
-        if self.server.action_for(request.url, "GET", request.headers, cached) is not Action.SERVE:
+        server = self.server
+        if not server.may_serve(cached, request.header_list):
+            return False  # a copy for other credentials: aiohttp's path fetches or queues
+        if server.config.replay_set_cookie and get_header(cached.headers, "Set-Cookie"):
+            return False  # the heads made here leave Set-Cookie out: aiohttp's path sends it
+        if server.action_for(request.url, "GET", request.headers, cached) is not Action.SERVE:
             return False
         start = time.monotonic()
         if request.conditional:
@@ -493,6 +533,7 @@ class FastFront(asyncio.Protocol):
         a new connection, fed what was read and not answered."""
         transport, self.transport = self.transport, None
         self.open_set.discard(self)
+        self.counted = None  # still counted by the caps, until aiohttp closes it
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -521,6 +562,8 @@ class FrontListener:
         self.server = server
         self.handler_factory = handler_factory
         self.connections: set[FastFront] = set()
+        #: open connections by client and in all (those handed to aiohttp too)
+        self.caps = ConnectionCaps()
         self.listener: asyncio.Server | None = None
         #: requests the fast path answered (the rest went to aiohttp)
         self.answered = 0
