@@ -9,12 +9,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import re
 import socket
 import ssl
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import unquote_to_bytes
 
 import aiohttp
+from aiohttp import http_writer
 from yarl import URL as YURL
 
 from ..url import URL
@@ -25,6 +29,7 @@ __all__ = [
     "basic_authorization",
     "new_session",
     "open_upstream",
+    "serialize_head",
     "upstream_url",
 ]
 
@@ -57,6 +62,55 @@ def tls_context(extra_ca: str | os.PathLike[str] | None = None) -> ssl.SSLContex
 class UpstreamTimeouts:
     connect: float = 10.0
     read: float = 60.0
+
+
+# --- header bytes as they came ----------------------------------------------------------------
+
+#: what aiohttp refuses in a head (RFC 9110 §5.5): control characters but HTAB, and DEL
+_FORBIDDEN = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+class _Items(Protocol):
+    def items(self) -> Iterable[tuple[str, str]]: ...
+
+
+def _escaped(text: str) -> bool:
+    """Does ``text`` hold bytes that were not UTF-8 (surrogate escapes), which aiohttp's
+    serializer would drop (its C one) or refuse (its Python one)?"""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+#: aiohttp's own serializer (C), for the heads that are text throughout
+_AIOHTTP_HEAD = http_writer._serialize_headers
+
+
+def serialize_head(status_line: str, headers: _Items) -> bytes:
+    """A request or response head as aiohttp writes it, but a header that came with bytes
+    that are not UTF-8 (held as surrogate escapes, as aiohttp's parser decodes them) goes out
+    as exactly those bytes: ``caf\\xe9`` reaches the origin as it came, not as ``caf``.
+    Control characters are refused as aiohttp refuses them (ValueError), so CR, LF and NUL
+    never reach the wire.  Heads without such bytes take aiohttp's fast serializer."""
+    items = list(headers.items())
+    if not any(_escaped(name) or _escaped(value) for name, value in items):
+        return _AIOHTTP_HEAD(status_line, headers)
+    lines = [status_line, *(f"{name}: {value}" for name, value in items)]
+    if any(_FORBIDDEN.search(line) for line in lines):
+        raise ValueError(
+            "Forbidden control character detected in headers. Potential header injection attack."
+        )
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape")
+
+
+# aiohttp builds every head in ``http_writer._serialize_headers``, a module global it looks up
+# on each call (its request and response classes offer no other hook: ClientRequest.send makes
+# its StreamWriter itself), so that is where the header bytes are kept.
+http_writer._serialize_headers = serialize_head
 
 
 def new_session(
