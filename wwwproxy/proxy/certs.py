@@ -37,6 +37,10 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from ..url.hosts import host_ip as _ip
+from ..url.hosts import host_matches
+from ..url.hosts import normalize_host as _normalize_host
+
 __all__ = [
     "CertificateAuthority",
     "CertificateError",
@@ -215,23 +219,6 @@ def _new_ca(key: _CAKey) -> x509.Certificate:
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
-
-
-def _normalize_host(host: str) -> str:
-    """Lower case, no surrounding brackets, no trailing dot: one spelling per host."""
-    host = host.strip()
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if host.endswith("."):
-        host = host[:-1]
-    return host.lower()
-
-
-def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        return None
 
 
 class CertificateAuthority:
@@ -493,26 +480,6 @@ class CertificateAuthority:
             )
             .sign(self._key, hashes.SHA256())
         )
-
-
-def host_matches(pattern: str, host: str) -> bool:
-    """Whether ``host`` matches one interception pattern: ``*`` (every host),
-    ``*.example.com`` (every sub-domain, at any depth, but not example.com itself) or an
-    exact host.  Case and a trailing dot do not matter; an IP literal (brackets allowed)
-    matches only the same address, never a ``*.`` pattern."""
-    pattern, host = _normalize_host(pattern), _normalize_host(host)
-    if not pattern or not host:
-        return False
-    if pattern == "*":
-        return True
-    host_ip = _ip(host)
-    if pattern.startswith("*."):
-        suffix = pattern[1:]  # ".example.com"
-        return host_ip is None and len(host) > len(suffix) and host.endswith(suffix)
-    pattern_ip = _ip(pattern)
-    if host_ip is not None or pattern_ip is not None:
-        return host_ip is not None and host_ip == pattern_ip
-    return host == pattern
 
 
 def should_intercept(host: str, intercept: Sequence[str], bypass: Sequence[str]) -> bool:
