@@ -252,6 +252,14 @@ class Prefetcher:
             else:
                 log.info("%s: %s", url.file, OWN_PAGE)
             return
+        verdict = self.services.filters.verdict(url)
+        if not verdict.cache:  # dont_get: never fetched; dont_cache, local_net: never kept
+            skipped = f"matches {verdict.pattern!r} ({verdict.treatment.value}): not fetched"
+            if task.role is Role.SEED:
+                self._report(Result(url.file, Outcome.FAILED, problem=skipped))
+            else:
+                log.info("%s: %s", url.file, skipped)
+            return
         if task.role is not Role.SEED and self.options.robots:
             rules = await self._robots_for(url)
             if not rules.allowed(url):

@@ -449,6 +449,8 @@ class FastFront(asyncio.Protocol):
         url = _canonical(target, services.local_host)
         if url is None or url.proto != "http" or services.is_own(url):
             return None
+        if not services.filters.verdict(url).cache:
+            return None  # dont_get, dont_cache, local_net: never a cache hit (aiohttp's path)
         version = parser.get_http_version()
         if version != "1.1" and version != "1.0":
             return None  # "HTTP/2.0" in a text head: not an answer this path gives

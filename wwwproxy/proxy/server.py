@@ -22,6 +22,7 @@ from aiohttp import web
 
 from ..archive.outgoing import QueuedRequest
 from ..archive.store import CachedEntry
+from ..http.filters import EMPTY_GIF, Replacement, Treatment, replacement_for
 from ..http.headers import Headers, add_via, end_to_end, get_header, set_header
 from ..http.policy import (
     CONDITIONAL_HEADERS,
@@ -43,7 +44,7 @@ from .accesslog import LOGGED_URL, AccessLog
 from .intercept import Interceptor
 from .pages import page_response
 from .replay import allowed_address, plan_replay, sendable_headers
-from .tunnel import tunnel
+from .tunnel import parse_connect_target, tunnel
 from .websocket import is_websocket, relay_websocket
 
 __all__ = ["PSEUDONYM", "ProxyServer"]
@@ -127,7 +128,7 @@ class ProxyServer:
             if inside is not None:
                 response = page_response(405, "Not allowed", "CONNECT inside a CONNECT tunnel.")
             else:
-                response = await tunnel(request, self)
+                response = self.blocked_connect(request) or await tunnel(request, self)
             # a refused CONNECT ends the connection: the bytes a browser sent after it were
             # meant for the tunnel and must never be read as a request of their own
             response.force_close()
@@ -176,6 +177,10 @@ class ProxyServer:
                 f"wwwproxy fetches only http and https URLs, not <code>{html.escape(url.proto)}"
                 "</code>.",
             )
+        verdict = self.services.filters.verdict(url)
+        if verdict.treatment is Treatment.BLOCK:
+            assert verdict.pattern is not None
+            return self.blocked(request, url, verdict.pattern)
         if is_websocket(request):
             if self.services.mode is Mode.OFFLINE:
                 return page_response(
@@ -252,6 +257,12 @@ class ProxyServer:
         headers = list(request.headers.items())
         prefer_good = services.config.keep_good_copy
         store = services.store
+        verdict = services.filters.verdict(url)
+        if not verdict.cache:
+            # local_net (offline too) and dont_cache: fetched, never looked up nor recorded
+            if verdict.treatment is Treatment.UNCACHED and mode is Mode.OFFLINE:
+                return self.not_queued(url, verdict.pattern)
+            return await self.fetch(request, url, key, body, None, Action.FETCH, record=False)
         cached = None
         if method == "GET":  # a hot copy is answered inline: no thread hop, no disk read
             cached = store.lookup_hot(url, key, headers, prefer_good=prefer_good)
@@ -271,7 +282,8 @@ class ProxyServer:
             return await self.serve_cached(request, cached)
         if action is Action.SERVE_AND_QUEUE:
             assert cached is not None
-            await asyncio.to_thread(services.queue.add, self._queued(request, url, key, body))
+            if verdict.queue:
+                await asyncio.to_thread(services.queue.add, self._queued(request, url, key, body))
             return await self.serve_cached(request, cached)
         if action is Action.QUEUE:
             return await self.queue_request(request, url, key, body)
@@ -282,13 +294,30 @@ class ProxyServer:
                 f"<code>{html.escape(url.canonical)}</code> is not in the cache, and the "
                 "request asked for a cached answer only.",
             )
+        return await self.fetch(request, url, key, body, cached, action)
+
+    async def fetch(
+        self,
+        request: web.Request,
+        url: URL,
+        key: str,
+        body: bytes,
+        cached: CachedEntry | None,
+        action: Action,
+        *,
+        record: bool = True,
+    ) -> web.StreamResponse:
+        """Fetch (or revalidate) upstream through the engine, relaying to the browser; what
+        an unreachable server leaves is the policy's fallback."""
+        services, mode = self.services, self.services.mode
         exchange = Exchange(
             url,
             key,
-            method,
-            [(k, v) for k, v in headers if k.lower() not in _NOT_FORWARDED],
+            request.method,
+            [(k, v) for k, v in request.headers.items() if k.lower() not in _NOT_FORWARDED],
             body,
             request.version[:2],
+            record=record,
         )
         sink = BrowserSink(request)
         try:
@@ -349,6 +378,9 @@ class ProxyServer:
     async def queue_request(
         self, request: web.Request, url: URL, key: str, body: bytes, reason: str | None = None
     ) -> web.Response:
+        verdict = self.services.filters.verdict(url)
+        if not verdict.queue:
+            return self.not_queued(url, verdict.pattern, reason)
         try:
             await asyncio.to_thread(self.services.queue.add, self._queued(request, url, key, body))
         except OSError as exc:  # a full disk: say so, once per request, without a traceback
@@ -373,6 +405,63 @@ class ProxyServer:
             f"{why} the request has been queued and will be fetched when next online.",
             links=[("/outgoing/", "The outgoing queue"), ("/control/", "The control page")],
             headers={"Retry-After": "3600"},
+        )
+
+    def not_queued(self, url: URL, pattern: str | None, reason: str | None = None) -> web.Response:
+        """A miss that the filters keep out of the queue (``dont_queue``; ``dont_cache`` and
+        ``local_net``, whose fetch would record nothing to serve)."""
+        why = (
+            f"The server could not be reached ({html.escape(reason)})"
+            if reason
+            else "wwwproxy is offline"
+        )
+        return page_response(
+            503,
+            "Not cached, not queued",
+            f"<code>{html.escape(url.canonical)}</code> is not in the cache.",
+            f"{why}, and it is not queued for fetching: it matches "
+            f"<code>{html.escape(pattern or '')}</code> in the proxy's filters.",
+            links=[("/control/", "The control page")],
+        )
+
+    def blocked(self, request: web.Request, url: URL, pattern: str) -> web.Response:
+        """A ``dont_get`` URL, answered at once and never fetched: an empty image, script or
+        stylesheet for what a page embeds, else a short page saying why (``X-Cache: BLOCKED``
+        in the answer and the access log)."""
+        status = self.services.filters.status
+        headers = {"Cache-Control": "no-store", "X-Cache": "BLOCKED"}
+        kind = replacement_for(url, request.headers.get("Accept"))
+        if kind is Replacement.PAGE and status != 204:
+            return page_response(
+                status,
+                "Not fetched",
+                f"<code>{html.escape(url.canonical)}</code> is not fetched: it matches "
+                f"<code>{html.escape(pattern)}</code> in the proxy's <code>dont_get</code> "
+                "list or blocklist.",
+                headers=headers,
+            )
+        body = EMPTY_GIF if kind is Replacement.IMAGE else b""
+        if status == 204:
+            return web.Response(status=204, headers=headers)
+        return web.Response(status=status, body=body, content_type=kind.value, headers=headers)
+
+    def blocked_connect(self, request: web.Request) -> web.Response | None:
+        """A CONNECT to a host ``dont_get`` takes whole is refused (403) before any tunnel or
+        interception; None for the others (and for a bad target: the tunnel says why)."""
+        try:
+            host, port = parse_connect_target(request.raw_path)
+        except ValueError:
+            return None
+        pattern = self.services.filters.blocks_connect(host, port)
+        if pattern is None:
+            return None
+        return page_response(
+            403,
+            "Not fetched",
+            f"The secure connection to <code>{html.escape(request.raw_path)}</code> is not made:"
+            f" the host matches <code>{html.escape(pattern)}</code> in the proxy's "
+            "<code>dont_get</code> list or blocklist.",
+            headers={"X-Cache": "BLOCKED"},
         )
 
     async def serve_cached(
