@@ -315,14 +315,28 @@ def fresh_listing(store: Store, host: str, keep_good: bool = True) -> list[dict]
         newest = max(records, key=lambda r: r.timestamp)
         served = served_record(records, prefer_good=keep_good)
         status = served.fields.get("hsc", 200) if served is not None else None
+        newest_status = newest.fields.get("hsc", 200)
+        payload = None
+        if served is not None:  # a revisit's payload is the newest response's before it
+            responses = [
+                r
+                for r in records
+                if r.record_type == "response" and r.timestamp <= served.timestamp
+            ]
+            if served.record_type == "response":
+                payload = served.fields.get("ple")
+            elif responses:
+                payload = responses[-1].fields.get("ple")
         out.append(
             {
                 "url": uri,
                 "time": newest.as_datetime().isoformat(),
                 "status": status,
+                "newest_status": newest_status if newest_status != status else None,
                 "mime": (served or newest).fields.get("mct"),
                 "captures": len(records),
                 "size": file_size(store, uri),
+                "payload": payload,
             }
         )
     return out

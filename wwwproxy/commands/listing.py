@@ -31,17 +31,18 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from ..archive.cdxj import INDEX_NAME, JOURNAL_NAME, CDXJError, CDXJRecord
 from ..archive.store import WARC_SUFFIX, Store
 from ..http.policy import is_good, is_servable
 from ..url import url_hash
 from ..url.surt import host_surt
+from .tail import JournalTail
 
 if TYPE_CHECKING:
     from ..url import URL
@@ -53,7 +54,9 @@ __all__ = [
     "SORTS",
     "HostInfo",
     "HostWindow",
+    "Follower",
     "PageInfo",
+    "following",
     "host_pages",
     "host_window",
     "list_hosts",
@@ -68,7 +71,6 @@ HOSTPORT_PATTERN = re.compile(r"[A-Za-z0-9+.\-_:\[\]]+")
 _NOT_HOSTS = ("index", "outgoing", "tmp")
 _INDEXED_TYPES = ("response", "revisit")
 _SETTLED_NS = 1_000_000_000  # a folder mtime this old is trusted (coarse file timestamps)
-_MAX_TAIL = 64 * 1024 * 1024  # more new journal than this: start again rather than parse it
 _MAX_VIEWS = 8  # caches followed at once (a process has one; tests open many)
 
 _Ident = tuple[int, int, int, int]
@@ -117,15 +119,24 @@ class PageInfo:
     mime: str | None
     captures: int
     size: int | None  # bytes on disk of its cache file (all captures)
+    payload: int | None = None  # the served capture's payload bytes (None: the index lacks it)
+    newest_status: int | None = None  # the newest capture's, when the served one's differs
+
+    @property
+    def shown_size(self) -> int | None:
+        """What the Size column shows and sorts by: the payload, else the size on disk."""
+        return self.payload if self.payload is not None else self.size
 
     def as_json(self) -> dict[str, object]:
         return {
             "url": self.key,
             "time": self.time.isoformat(),
             "status": self.status,
+            "newest_status": self.newest_status,
             "mime": self.mime,
             "captures": self.captures,
             "size": self.size,
+            "payload": self.payload,
         }
 
 
@@ -164,116 +175,12 @@ def _host_of(uri: str) -> tuple[str, str] | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Following the index journal
-
-
-class _JournalTail:
-    """The lines appended to ``journal.cdxj`` since the last look.
-
-    The journal only grows until a compaction renames it away, merges it into a new
-    ``index.cdxj`` and deletes it; the descriptor held here still reads the renamed file, so its
-    last lines are not missed, and ``sealed`` counts the bytes of record lines of the journals
-    left behind so (what a compaction adds to the index).  If the file was cut below what was
-    read, or too much came at once, ``read`` answers ``None``: what was derived from it must be
-    made again.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.fd: int | None = None
-        self.ident: tuple[int, int] | None = None
-        self.pos = 0
-        self.started = False
-        self.sealed = 0
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-            self.ident = None
-
-    def _open(self) -> bool:
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return False
-        st = os.fstat(fd)
-        self.fd, self.ident, self.pos = fd, (st.st_dev, st.st_ino), 0
-        return True
-
-    def _drain(self) -> list[bytes] | None:
-        """Whole lines of the held file past ``pos``; None if it shrank below it."""
-        assert self.fd is not None
-        size = os.fstat(self.fd).st_size
-        if size < self.pos or size - self.pos > _MAX_TAIL:
-            return None
-        if size == self.pos:
-            return []
-        data = os.pread(self.fd, size - self.pos, self.pos)
-        end = data.rfind(b"\n") + 1  # a line being written (or torn) waits for its newline
-        self.pos += end
-        return [line for line in data[:end].split(b"\n") if line and not line.startswith(b"!")]
-
-    def _record_bytes(self) -> int:
-        """Bytes of the held file's whole record lines (all but its ``!`` header lines)."""
-        assert self.fd is not None
-        head = os.pread(self.fd, 4096, 0)
-        start = 0
-        while head.startswith(b"!", start) and (newline := head.find(b"\n", start)) >= 0:
-            start = newline + 1
-        return max(0, self.pos - start)
-
-    def _start(self) -> None:
-        """Follow from the journal's end (its last whole line) on."""
-        self.close()
-        self.started = True
-        self.sealed = 0
-        if self._open():
-            assert self.fd is not None
-            end = os.fstat(self.fd).st_size
-            while end > 0:  # back to the end of the last whole line
-                start = max(0, end - 65536)
-                newline = os.pread(self.fd, end - start, start).rfind(b"\n")
-                if newline >= 0:
-                    self.pos = start + newline + 1
-                    break
-                end = start
-
-    def read(self) -> list[bytes] | None:
-        if not self.started:  # nothing is derived from it yet
-            self._start()
-            return []
-        lines: list[bytes] = []
-        if self.fd is not None:
-            got = self._drain()
-            if got is None:
-                self._start()
-                return None
-            lines += got
-        try:
-            st = os.stat(self.path)
-            now: tuple[int, int] | None = (st.st_dev, st.st_ino)
-        except OSError:
-            now = None
-        if now != self.ident:  # renamed away by a compaction: on to the new journal
-            if self.fd is not None:
-                self.sealed += self._record_bytes()
-            self.close()
-            if now is not None and self._open():
-                got = self._drain()
-                if got is None:
-                    self._start()
-                    return None
-                lines += got
-        return lines
-
-
-# ---------------------------------------------------------------------------------------------
 # One host's pages
 
 
-#: one capture as shown: (timestamp, status or None when the line has no integer one, type)
-_Capture = tuple[str, "int | None", "str | None"]
+#: one capture as shown: (timestamp, status or None when the line has no integer one, type,
+#: payload bytes or None when the line has no ``ple``; a revisit's are its original's)
+_Capture = tuple[str, "int | None", "str | None", "int | None"]
 _NO_SIZE = -1  # a line without its record length: the size comes from the file
 _MIMES: dict[str, str] = {}
 
@@ -281,7 +188,7 @@ _MIMES: dict[str, str] = {}
 class _Entry:
     """The index lines of one archive key, summed up as they arrive."""
 
-    __slots__ = ("captures", "good", "newest", "servable", "size")
+    __slots__ = ("captures", "good", "newest", "payload", "servable", "size")
 
     def __init__(self, capture: _Capture) -> None:
         self.captures = 0
@@ -289,9 +196,20 @@ class _Entry:
         self.good: _Capture | None = None  # the newest 2xx/3xx capture
         self.servable: _Capture | None = None  # the newest capture that is not a 304/206
         self.size = 0  # the end of its last record: its file's size
+        self.payload: int | None = None  # the newest response record's payload bytes
+
+    def served(self, keep_good: bool) -> _Capture | None:
+        return (self.good or self.servable) if keep_good else self.servable
+
+    def shown_size(self, keep_good: bool) -> int:
+        """The Size column's value (payload, else bytes on disk) as a sort key."""
+        served = self.served(keep_good)
+        payload = served[3] if served is not None else None
+        return payload if payload is not None else max(0, self.size)
 
     def info(self, key: str, keep_good: bool) -> PageInfo:
-        served = (self.good or self.servable) if keep_good else self.servable
+        served = self.served(keep_good)
+        newest_status = self.newest[1]
         return PageInfo(
             key=key,
             time=datetime.fromisoformat(self.newest[0]),
@@ -299,6 +217,8 @@ class _Entry:
             mime=(served or self.newest)[2],
             captures=self.captures,
             size=self.size if self.size != _NO_SIZE else None,
+            payload=served[3] if served is not None else None,
+            newest_status=newest_status if served is None or served[1] != newest_status else None,
         )
 
 
@@ -337,12 +257,19 @@ class _Listing:
         mime = fields.get("mct")
         if mime is not None:  # a few types over and over: one string each
             mime = _MIMES.setdefault(mime, mime) if len(_MIMES) < 4096 else mime
-        capture = (ts, status if type(status) is int else None, mime)
         entry = self.entries.get(uri)
+        ple = fields.get("ple")
+        if record.record_type == "revisit":  # the payload is the response's it repeats
+            payload = entry.payload if entry is not None else None
+        else:
+            payload = ple if type(ple) is int else None
+        capture = (ts, status if type(status) is int else None, mime, payload)
         if entry is None:
             entry = self.entries[uri] = _Entry(capture)
         elif ts > entry.newest[0]:
             entry.newest = capture
+        if record.record_type != "revisit":
+            entry.payload = payload
         entry.captures += 1
         status = status if type(status) is int else 200
         if is_servable(status):
@@ -365,19 +292,20 @@ class _Listing:
         except (AssertionError, OSError, ValueError):
             return _NO_SIZE
 
-    def order(self, sort: str) -> list[str]:
+    def order(self, sort: str, keep_good: bool = True) -> list[str]:
         """The keys in ``sort`` order, ascending (made once per change)."""
-        keys = self._orders.get(sort)
+        name = f"{sort}/{keep_good}" if sort == "size" else sort
+        keys = self._orders.get(name)
         if keys is None:
             entries = self.entries
             # a stable sort of the name order: equal times or sizes stay in name order
             if sort == "time":
                 keys = sorted(self.order("name"), key=lambda k: entries[k].newest[0])
             elif sort == "size":
-                keys = sorted(self.order("name"), key=lambda k: max(0, entries[k].size))
+                keys = sorted(self.order("name"), key=lambda k: entries[k].shown_size(keep_good))
             else:
                 keys = sorted(entries)
-            self._orders[sort] = keys
+            self._orders[name] = keys
         return keys
 
 
@@ -416,7 +344,7 @@ class _CacheView:
         self.root = root
         self.index_path = root / "index" / INDEX_NAME
         self.lock = threading.RLock()
-        self.tail = _JournalTail(root / "index" / JOURNAL_NAME)
+        self.tail = JournalTail(root / "index" / JOURNAL_NAME)
         self.summaries: dict[tuple[str, str], _HostSummary] = {}
         self.listings: OrderedDict[tuple[str, str], _Listing] = OrderedDict()
         self.dirty_lock = threading.Lock()
@@ -425,6 +353,8 @@ class _CacheView:
         self.stores: weakref.WeakSet[Store] = weakref.WeakSet()
         self.index: _Ident | None = None  # index.cdxj as the kept listings know it
         self.generation = 0  # counts the times the kept listings were dropped
+        #: other kept state made from the index (:func:`following`), told what the listings are
+        self.followers: dict[str, Follower] = {}
 
     def close(self) -> None:
         """Let go of the journal and the stores; a late user starts afresh."""
@@ -432,6 +362,7 @@ class _CacheView:
         self.tail.started = False
         self.summaries.clear()
         self._drop_listings(None)
+        self.followers.clear()
         for store in list(self.stores):
             with contextlib.suppress(ValueError):
                 store.listeners.remove(self.listener)  # type: ignore[arg-type]
@@ -479,6 +410,8 @@ class _CacheView:
                 for record in records:
                     if listing.wants(record):
                         listing.add(record)
+            for follower in self.followers.values():
+                follower.add(records)
         return records
 
     def _drop_listings(self, index: _Ident | None) -> None:
@@ -486,6 +419,8 @@ class _CacheView:
         self.index = index
         self.tail.sealed = 0
         self.generation += 1
+        for follower in self.followers.values():
+            follower.drop()
 
     # -- hosts ----------------------------------------------------------------------------
 
@@ -626,6 +561,32 @@ def _view(root: Path | Store) -> _CacheView:
 # The API of the pages
 
 
+class Follower(Protocol):
+    """Kept state made from the index, brought up to date as the kept listings are."""
+
+    def add(self, records: list[CDXJRecord]) -> None:
+        """Index lines written since the last look (some may be known already)."""
+
+    def drop(self) -> None:
+        """The index was replaced by more than a merge (a delete, a rebuild): start again."""
+
+
+_F = TypeVar("_F", bound=Follower)
+
+
+@contextlib.contextmanager
+def following(root: Path | Store, name: str, make: Callable[[], _F]) -> Iterator[_F]:
+    """The cache's follower called ``name`` (made by ``make`` on first use), up to date with
+    the index, used under the cache's lock (no other thread changes it meanwhile)."""
+    view = _view(root)
+    with view.lock:
+        follower = view.followers.get(name)
+        if follower is None:
+            follower = view.followers[name] = make()
+        view.poll()
+        yield follower  # type: ignore[misc]
+
+
 def list_hosts(root: Path | Store) -> list[HostInfo]:
     """Every host folder of the cache with its page count, bytes and last fetch (its newest
     file's mtime), sorted by protocol and host; only what changed is counted again."""
@@ -653,7 +614,7 @@ def host_window(
     with view.lock:
         listing = view.listing(store, proto, hostport)
         files = view.files(proto, hostport)
-        keys = listing.order(sort)
+        keys = listing.order(sort, keep_good)
         total = len(keys)
         last = max(1, -(-total // per))
         number = min(max(1, number), last)
