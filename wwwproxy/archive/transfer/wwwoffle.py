@@ -178,8 +178,9 @@ class _Pages:
         names = {p.name for p in folder.iterdir() if p.is_file()}
         for name in sorted(names):
             path = folder / name
-            if name.startswith("U") and "D" + name[1:] not in names:
-                self.report.skip(path, "U file without its D file (a page not fetched yet)")
+            if name.startswith("U"):
+                if "D" + name[1:] not in names:
+                    self.report.skip(path, "U file without its D file (a page not fetched yet)")
             elif name.startswith("D") and name.endswith("~"):
                 self.report.skip(path, "a backup copy WWWOFFLE kept while refetching")
             elif name.startswith("D"):
