@@ -11,8 +11,9 @@ then costs a few set lookups, however long a blocklist is.  One pattern syntax f
 * scheme (``http``/``https``) and port: only that scheme or port (a missing port is the
   scheme's default); left out: any;
 * path: from the first ``/``; ``*`` stands for any characters (``/`` too), everything else is
-  itself, in the canonical URL's spelling.  A path without ``?`` is matched against the URL's
-  path alone (any query), one with ``?`` against path and query.  Left out: any path.
+  itself (compared as the canonical URL spells it: ``[`` as ``%5B``, ``%7E`` as ``~``).  A
+  path without ``?`` is matched against the URL's path alone (any query), one with ``?``
+  against path and query.  Left out: any path.
 
 So ``*.doubleclick.net``, ``example.com/ads/*``, ``*/track.gif``, ``https://example.com:8443/``.
 A blocklist file adds hosts (hosts-file ``0.0.0.0 ads.example`` lines: that host;
@@ -62,6 +63,7 @@ _HOSTS_FILE_SELF = frozenset(
         "0.0.0.0",
     }
 )
+_COMMENT = re.compile(r"\s#")
 _SINK_ADDRESSES = frozenset({"0.0.0.0", "127.0.0.1", "::", "::1", "0", "::0"})
 MEMO_KEPT = 4096  # URLs whose verdict is remembered (both fronts ask on every request)
 
@@ -157,6 +159,10 @@ def parse_pattern(text: str) -> URLPattern:
     with_query = False
     if path is not None:
         with_query = "?" in path
+        try:  # spelled as canonical URLs spell paths (``[`` is ``%5B``, ``%7E`` is ``~``)
+            path = canonicalize(f"http://h{path}").path_args
+        except InvalidURL as exc:
+            raise ValueError(f"bad pattern {text!r}: {exc.reason}") from None
         regex = re.compile(".*".join(re.escape(part) for part in path.split("*")), re.DOTALL)
     return URLPattern(pattern, scheme, host, subdomains, port, regex, with_query)
 
@@ -347,9 +353,9 @@ def parse_blocklist(lines: Iterable[str], source: str, into: Blocklist | None = 
                 continue
             domains.add(host)
             continue
-        hash_at = line.find("#")
-        if hash_at >= 0:
-            line = line[:hash_at]
+        comment = _COMMENT.search(line)  # `` # ...`` ends a hosts-file line; ``a##b`` is no comment
+        if comment is not None:
+            line = line[: comment.start()]
         fields = line.split()
         if len(fields) > 1:
             if fields[0] not in _SINK_ADDRESSES:
