@@ -32,7 +32,7 @@ from typing import Any, BinaryIO, Protocol
 
 from ..fsutil import GroupSync
 from ..http.policy import Stored, is_good, is_servable, vary_matches, vary_names
-from ..url import URL, cache_name, surt, url_hash
+from ..url import URL, InvalidURL, cache_name, canonicalize, surt, url_hash
 from .cdxj import CDXJError, CDXJRecord, Index, make_ref, parse_ref
 from .memory import OVERHEAD, MemoryCache, stamp
 from .warc import (
@@ -57,6 +57,7 @@ __all__ = [
     "WARC_SUFFIX",
     "CachedEntry",
     "Deleted",
+    "Moved",
     "Recorder",
     "Store",
     "StoreError",
@@ -123,6 +124,17 @@ class StoreListener(Protocol):
         """Captures were removed: ``files``, the ``warcfile:`` names of the cache files that
         went (every capture of their key); ``keys``, the archive keys whose index lines went
         with them.  A file the index did not know is named in ``files`` only."""
+
+
+@dataclass(frozen=True)
+class Moved:
+    """A cache file a purge rewrote: its index lines now (``lines``, in the journal) and the
+    ``(offset, record id)`` places of its lines before that are no longer true (``stale``)."""
+
+    name: str  # warcfile name
+    key: str
+    lines: tuple[CDXJRecord, ...]
+    stale: frozenset[tuple[int, str]]
 
 
 @dataclass(frozen=True)
@@ -351,6 +363,10 @@ class Store:
         self.tmp_dir.mkdir(exist_ok=True)  # once here, not per request on the event loop
         #: told about every put and delete (:class:`StoreListener`), in the changing thread
         self.listeners: list[StoreListener] = []
+        #: archive key -> when it was last served (time.time()): noted in memory on every
+        #: lookup that found a copy, written out now and then (:func:`.purge.flush_used`) so
+        #: a purge knows which pages are used without a write per hit
+        self.served: dict[str, float] = {}
 
     # --- names -------------------------------------------------------------------------------
 
@@ -465,6 +481,9 @@ class Store:
             **optional,
         )
 
+    #: the index line of a record at ``offset`` in the cache file ``name`` (a purge's rewrite)
+    index_line = _index_line
+
     # --- reading -----------------------------------------------------------------------------
 
     def get(
@@ -526,6 +545,7 @@ class Store:
             entry.headers, entry.request_headers, request_headers, names=entry.vary
         ):
             return None
+        self.served[key] = time.time()
         return entry
 
     def lookup(
@@ -549,6 +569,7 @@ class Store:
             entry.headers, entry.request_headers, request_headers
         ):
             return None
+        self.served[key] = time.time()
         if method in ("GET", "HEAD"):
             return entry
         if (entry.request_method or "").upper() != method.upper():
@@ -662,6 +683,45 @@ class Store:
         for folder in {path.parent for path in paths}:  # the hosts it emptied go too
             self._remove_host_dir(folder.parent.name, folder.name)
         return deleted
+
+    def apply_purge(self, gone: Iterable[str], moved: Sequence[Moved]) -> Deleted:
+        """Bring the index and the listeners up to date with a purge (:mod:`.purge`): the
+        cache files named ``gone`` (``warcfile:`` names) were removed, and the files in
+        ``moved`` rewritten (their new lines are in the journal already).  One compaction."""
+        names = set(gone)
+        stale = {(m.name, offset, rid) for m in moved for offset, rid in m.stale}
+        keys: set[str] = set()
+
+        def keep(record: CDXJRecord) -> bool:
+            ref = record.warcfile
+            if ref is None:
+                return True
+            if ref[0] in names:
+                keys.add(record.uri)
+                return False
+            return (ref[0], ref[1], record.fields.get("rid")) not in stale
+
+        if names or stale:
+            self.index.compact(keep=keep)
+        deleted = Deleted(tuple(sorted(names)), tuple(sorted(keys)))
+        if names:
+            self._deleted(list(deleted.keys), list(deleted.files))
+        for m in moved:  # its page is indexed again from the captures it kept
+            self._deleted([m.key], [])
+            try:
+                url = canonicalize(m.lines[-1].uri) if m.lines else None
+            except InvalidURL:
+                url = None
+            for listener in self.listeners if url is not None else ():
+                try:
+                    listener.on_put(url, m.key, list(m.lines))
+                except Exception:  # noqa: BLE001 (the rewrite is done whatever a listener does)
+                    log.exception("store listener %r failed for %s", listener, m.key)
+        return deleted
+
+    def remove_empty_host_dir(self, folder: Path) -> None:
+        """Remove a host's folder (``<root>/<proto>/<host>``) if it is empty."""
+        self._remove_host_dir(folder.parent.name, folder.name)
 
     def _remove_host_dir(self, proto: str, hostport: str) -> None:
         """Remove a host's folder if it is empty."""
