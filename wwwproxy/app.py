@@ -23,6 +23,7 @@ from aiohttp import web
 from .archive.search import SearchIndex
 from .archive.store import Store
 from .commands import handle_command
+from .commands.listing import list_hosts
 from .config import Config, ConfigError, load_config
 from .fetch.monitor import monitor_loop, monitor_path
 from .http.policy import Mode
@@ -202,6 +203,13 @@ class Running:
             await asyncio.to_thread(search.close)
 
 
+async def _warm_host_summaries(store: Store) -> None:
+    try:
+        await asyncio.to_thread(list_hosts, store)
+    except (OSError, ValueError) as exc:  # the page itself will say what is wrong
+        log.debug("host summaries not prepared: %s", exc)
+
+
 async def start(config: Config, *, mode: Mode | None = None) -> Running:
     """Start the proxy on ``config.listen`` (port 0: any free port) and return at once."""
     quiet_bad_requests()
@@ -239,6 +247,9 @@ async def start(config: Config, *, mode: Mode | None = None) -> Running:
     if config.listen_port == 0:
         services.listening_on(port)
     services.start_sessions()  # an online session starts now if the mode is connected
+    # the welcome page's host summaries count every cache file once (about a second at
+    # 100,000 pages): done now, in a worker thread, not by the first person to open `/`
+    services.spawn(_warm_host_summaries(services.store))
     return Running(server, runner, port, front)
 
 
