@@ -169,9 +169,13 @@ async def test_a_pages_status_is_that_of_the_capture_served(client, proxy):
     assert pages["was"]["status"] == 200  # the good copy is kept and served
     # the time is still that of the newest capture (when it was last fetched)
     assert pages["ok"]["time"].startswith("2024-03-01T01:00")
+    # beside the served copy's status, the newest capture's when it differs
+    assert pages["ok"]["newest_status"] == 304 and pages["was"]["newest_status"] == 404
+    assert pages["part"]["newest_status"] is None
     _, text, _ = await client.get("/index/http/st.example/")
-    assert "<td>304</td>" not in text and "<td>206</td>" not in text
-    assert text.count("<td>200</td>") == 2 and text.count("<td>404</td>") == 1
+    assert "<td>304" not in text and "<td>206" not in text
+    assert text.count("<td>200 ") == 2 and text.count("<td>404</td>") == 1
+    assert text.count("(newest 304)") == 1 and text.count("(newest 404)") == 1
 
 
 def test_without_keep_good_copy_the_newest_servable_capture_counts(tmp_path):
@@ -187,3 +191,46 @@ def test_without_keep_good_copy_the_newest_servable_capture_counts(tmp_path):
         for p in host_pages(store, "http", "st.example", keep_good=False)
     }
     assert newest == {"ok": 200, "part": 404, "was": 404, "only304": None}
+
+
+def with_payload_lengths(store) -> None:
+    """Rebuild the index with each line's ``ple`` (payload bytes) as read from its WARC record,
+    as the store writes it once ``ple`` is in its index lines."""
+    from wwwproxy.archive.cdxj import CDXJRecord
+    from wwwproxy.archive.warc import read_record_at
+
+    lines = []
+    for rec in store.list_prefix(""):
+        name, offset = rec.warcfile
+        stored = read_record_at(store.resolve_warcfile(name, rec.uri), offset)
+        fields = dict(rec.fields, ple=stored.payload_length)
+        lines.append(CDXJRecord(rec.key, rec.timestamp, rec.record_type, fields))
+    store.index.rebuild(lines)
+
+
+async def test_the_size_shown_is_the_served_payload(client, proxy):
+    """With payload lengths in the index the Size column is the served copy's payload, not
+    its cache file's size (all captures, gzip, WARC headers); a revisit's is its response's;
+    with the good copy kept it is the good copy's.  Sorting by size follows it."""
+    store = proxy.services.store
+    t = datetime(2024, 5, 1, tzinfo=UTC)
+    record(store, "http://pl.example/big", b"x" * 5000, t)
+    record(store, "http://pl.example/big", b"x" * 5000, t + timedelta(hours=1))  # a revisit
+    record(store, "http://pl.example/small", b"tiny", t)
+    record(store, "http://pl.example/kept", b"g" * 300, t)
+    record(store, "http://pl.example/kept", b"e" * 9000, t + timedelta(hours=1), status=500)
+    before = {p.key.rsplit("/", 1)[1]: p for p in host_pages(store, "http", "pl.example")}
+    assert all(p.payload is None for p in before.values())  # no ple: nothing made up
+    with_payload_lengths(store)
+    status, data = await client.get_json("/index/http/pl.example/?sort=size&order=asc")
+    assert status == 200
+    pages = {p["url"].rsplit("/", 1)[1]: p for p in data["pages"]}
+    assert pages["big"]["payload"] == 5000 and pages["big"]["captures"] == 2
+    assert pages["small"]["payload"] == 4
+    assert pages["kept"]["payload"] == 300 and pages["kept"]["status"] == 200
+    for name in ("big", "small", "kept"):
+        file_size = store.path_for(canonicalize(f"http://pl.example/{name}")).stat().st_size
+        assert pages[name]["size"] == file_size != pages[name]["payload"]
+    assert [p["url"].rsplit("/", 1)[1] for p in data["pages"]] == ["small", "kept", "big"]
+    _, text, _ = await client.get("/index/http/pl.example/")
+    assert ">4.9 KiB<" in text and ">4 B<" in text and ">300 B<" in text

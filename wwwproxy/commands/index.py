@@ -12,6 +12,7 @@ page costs what it shows, not what the cache holds.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -29,10 +30,67 @@ from .listing import (
 )
 from .template import esc, fmt_size, fmt_time, href, link, table
 
-__all__ = ["HostInfo", "PageInfo", "host_pages", "list_hosts", "page", "split_hostport"]
+__all__ = [
+    "HostInfo",
+    "PageInfo",
+    "host_pages",
+    "list_hosts",
+    "page",
+    "pager",
+    "split_hostport",
+]
 
 PER_PAGE = 100
 MAX_PER_PAGE = 1000
+
+
+def pager(
+    to: Callable[[int, str], str],
+    number: int,
+    last: int,
+    start: int,
+    shown: int,
+    total: int,
+    noun: str,
+) -> str:
+    """The first / previous / next / last links of a paged list (``to(n, label)`` links to
+    page ``n``), with "page n of m (x–y of N)"; nothing when there is one page."""
+    if last == 1:
+        return ""
+    first = to(1, "« first") if number > 2 else ""
+    prev = to(number - 1, "← previous") if number > 1 else ""
+    nxt = to(number + 1, "next →") if number < last else ""
+    end = to(last, "last »") if number < last - 1 else ""
+    return (
+        f'<div class="pager">{first} {prev} <span class="muted">page {number} of '
+        f"{last} ({start + 1}–{start + shown} of {total} {esc(noun)})</span> {nxt} {end}</div>"
+    )
+
+
+def past_the_end(asked: int, number: int, last: int) -> str:
+    """The note on a page asked for past the end (the last one is shown)."""
+    if asked <= number:
+        return ""
+    return (
+        f'<div class="msg">There is no page {asked}: this is the last one, {number} of '
+        f"{last}.</div>"
+    )
+
+
+def _status_cell(p: PageInfo) -> str:
+    """The served copy's status, and the newest capture's when it differs (an error kept
+    beside the good copy, a 304 or 206 recorded for a browser's own request)."""
+    cell = esc(p.status if p.status is not None else "")
+    if p.newest_status is not None:
+        cell += f' <span class="muted" title="the newest capture">(newest {p.newest_status})</span>'
+    return cell
+
+
+def _size_cell(p: PageInfo) -> str:
+    """The served copy's payload; the cache file's size when the index lacks it."""
+    if p.payload is not None:
+        return esc(fmt_size(p.payload))
+    return f'<span class="muted" title="on disk">{esc(fmt_size(p.size))}</span>'
 
 
 def _local_part(key: str) -> str:
@@ -146,20 +204,8 @@ async def host_page(ctx: Context, proto: str, hostport: str) -> web.StreamRespon
     def to(n: int, label: str) -> str:
         return link(base, label, {"sort": sort, "order": order, "per": per, "page": n})
 
-    def pager() -> str:
-        if last_page == 1:
-            return ""
-        first = to(1, "« first") if number > 2 else ""
-        prev = to(number - 1, "← previous") if number > 1 else ""
-        nxt = to(number + 1, "next →") if number < last_page else ""
-        end = to(last_page, "last »") if number < last_page - 1 else ""
-        shown_from = window.start + 1
-        shown_to = window.start + len(shown)
-        return (
-            f'<div class="pager">{first} {prev} <span class="muted">page {number} of '
-            f"{last_page} ({shown_from}–{shown_to} of {window.total} pages)</span> {nxt} "
-            f"{end}</div>"
-        )
+    def paging() -> str:
+        return pager(to, number, last_page, window.start, len(shown), window.total, "pages")
 
     def render() -> str:
         rows = []
@@ -179,9 +225,9 @@ async def host_page(ctx: Context, proto: str, hostport: str) -> web.StreamRespon
                     f'<a class="url" href="{esc(p.key)}" title="{esc(p.key)}">'
                     f"{esc(_local_part(p.key))}</a>",
                     (esc(fmt_time(p.time, seconds=False)), "when"),
-                    esc(p.status if p.status is not None else ""),
+                    _status_cell(p),
                     esc(p.mime or ""),
-                    (esc(fmt_size(p.size)), "num"),
+                    (_size_cell(p), "num"),
                     (actions, "actions"),
                 )
             )
@@ -191,11 +237,7 @@ async def host_page(ctx: Context, proto: str, hostport: str) -> web.StreamRespon
                 f'<div class="msg error">{window.files - window.total} cache file(s) of this '
                 "host are not in the index: run <code>wwwproxy index rebuild</code>.</div>"
             )
-        if asked > number:
-            notes += (
-                f'<div class="msg">There is no page {asked}: this is the last one, '
-                f"{number} of {last_page}.</div>"
-            )
+        notes += past_the_end(asked, number, last_page)
         head = (
             f'<p><a class="url" href="{esc(f"{proto}://{hostport}/")}">'
             f"{esc(f'{proto}://{hostport}/')}</a> · "
@@ -207,7 +249,7 @@ async def host_page(ctx: Context, proto: str, hostport: str) -> web.StreamRespon
         return (
             head
             + notes
-            + pager()
+            + paging()
             + table(
                 [
                     sort_link("name", "Page"),
@@ -219,7 +261,7 @@ async def host_page(ctx: Context, proto: str, hostport: str) -> web.StreamRespon
                 ],
                 rows,
             )
-            + pager()
+            + paging()
         )
 
     return ctx.respond(data, f"Cached pages of {hostport}", render, active="/index/")
