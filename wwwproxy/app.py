@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from .archive.purge import Limits, purge_loop
 from .archive.search import SearchIndex
 from .archive.store import Store
 from .commands import handle_command
@@ -288,6 +289,10 @@ async def serve(
     services = running.services
     monitor = asyncio.create_task(monitor_loop(services, monitor_path(config.cache)))
     compactor = asyncio.create_task(compact_loop(services.store))
+    # keep_captures, purge_after_days, max_size: daily, and when the cache outgrows max_size
+    purger = asyncio.create_task(
+        purge_loop(services.store, lambda: Limits.from_config(services.config))
+    )
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
 
@@ -323,7 +328,7 @@ async def serve(
     if on_ready is not None:
         on_ready(running)
     await stop.wait()
-    for task in (monitor, compactor):
+    for task in (monitor, compactor, purger):
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task

@@ -231,7 +231,7 @@ def plan_files(files: Iterable[PageFacts], limits: Limits, now: float) -> list[R
         rule = next((r for r in limits.rules if r.regex.search(page.url)), None)
         if rule is not None and now - page.used > rule.days * DAY:
             age = _days(now - page.used)
-            reason = f"not used for {age} days (rule {rule.pattern!r}: {rule.days:g})"
+            reason = f"not used for {age} days (rule '{rule.pattern}': {rule.days:g})"
             removals.append(Removal(page, reason))
         else:
             rest.append(page)
@@ -362,12 +362,13 @@ class PurgeResult:
         return self.bytes_before - self.bytes_freed
 
     def summary(self) -> str:
-        verb = "would free" if self.dry_run else "freed"
+        """One line: files, captures and bytes freed, and what is left."""
+        verb, take = ("would free", "would take") if self.dry_run else ("freed", "now take")
         return (
-            f"{verb} {_size(self.bytes_freed)}: {self.files_removed} file(s) removed, "
-            f"{self.captures_removed} capture(s) in all ({len(self.trimmed)} file(s) "
-            f"trimmed); the cache files take {_size(self.bytes_after)} in "
-            f"{self.files_before - self.files_removed} file(s)"
+            f"{verb} {_size(self.bytes_freed)} ({self.bytes_freed} bytes): "
+            f"{self.files_removed} file(s) removed, {self.captures_removed} capture(s) in all "
+            f"({len(self.trimmed)} file(s) trimmed); the cache files {take} "
+            f"{_size(self.bytes_after)} in {self.files_before - self.files_removed} file(s)"
         )
 
 

@@ -24,6 +24,7 @@ from ..url import InvalidURL, cache_name, canonicalize, surt
 from ..url.requestkey import request_key
 from .fetch import add_fetch_parser, add_monitor_parser, add_urldb_parser
 from .loop import run as run_loop
+from .purge import add_purge_parser
 from .transfer import add_export_parser, add_import_parser
 
 __all__ = ["main"]
@@ -354,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_fetch_parser(sub)
     add_urldb_parser(sub)
     add_monitor_parser(sub)
+    add_purge_parser(sub)
     add_export_parser(sub)
     add_import_parser(sub)
     return parser
