@@ -206,6 +206,20 @@ def test_verdicts(url: str, treatment: Treatment, queue: bool) -> None:
     assert (verdict.pattern is None) is (treatment is Treatment.NORMAL and queue)
 
 
+def test_listed_in_names_the_config_key() -> None:
+    names = [
+        FILTERS.verdict(canonicalize(u)).listed_in
+        for u in (
+            "http://x.ads.example/",
+            "http://nas.lan/",
+            "http://site.example/live/y",
+            "http://site.example/big/iso",
+            "http://site.example/",
+        )
+    ]
+    assert names == ["dont_get", "local_net", "dont_cache", "dont_queue", None]
+
+
 def test_no_filters_is_normal_at_once() -> None:
     filters = Filters()
     assert filters.empty

@@ -254,7 +254,7 @@ class Prefetcher:
             return
         verdict = self.services.filters.verdict(url)
         if not verdict.cache:  # dont_get: never fetched; dont_cache, local_net: never kept
-            skipped = f"matches {verdict.pattern!r} ({verdict.treatment.value}): not fetched"
+            skipped = f"matches {verdict.pattern!r} in {verdict.listed_in}: not fetched"
             if task.role is Role.SEED:
                 self._report(Result(url.file, Outcome.FAILED, problem=skipped))
             else:

@@ -403,8 +403,20 @@ class Verdict:
         """Is the cache looked at and written for this URL?"""
         return self.treatment is Treatment.NORMAL
 
+    @property
+    def listed_in(self) -> str | None:
+        """The config key of the list that decided (to show), or None."""
+        if self.pattern is None:
+            return None
+        return _LISTS.get(self.treatment, "dont_queue")
+
 
 NORMAL = Verdict(Treatment.NORMAL)
+_LISTS = {
+    Treatment.BLOCK: "dont_get",
+    Treatment.DIRECT: "local_net",
+    Treatment.UNCACHED: "dont_cache",
+}
 
 
 class Filters:
