@@ -126,3 +126,94 @@ def test_errors_are_one_line_each_with_one_place() -> None:
         parse_config("a: 1\nlisten: [\n", "y.yaml")
     message = str(info.value)
     assert "\n" not in message and "(line 3, column 1)" in message, message
+
+
+def test_header_policy_and_abort_limit_keys() -> None:
+    config = parse_config(
+        """
+censor_request_headers:
+  User-Agent: "Mozilla/5.0 (X11; Linux x86_64)"
+  Referer: ""
+  From:
+record_credentials: true
+replay_set_cookie: true
+finish_on_disconnect_max_kb: 1024
+finish_on_disconnect_percent: 80
+"""
+    )
+    assert config.censor_request_headers == (
+        ("User-Agent", "Mozilla/5.0 (X11; Linux x86_64)"),
+        ("Referer", ""),
+        ("From", ""),
+    )
+    assert config.record_credentials is True and config.replay_set_cookie is True
+    assert (config.finish_on_disconnect_max_kb, config.finish_on_disconnect_percent) == (1024, 80)
+    defaults = Config()
+    assert defaults.censor_request_headers == ()
+    assert defaults.record_credentials is False and defaults.replay_set_cookie is False
+    assert defaults.finish_on_disconnect_max_kb is None
+    assert defaults.finish_on_disconnect_percent is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("censor_request_headers: [User-Agent]\n", "x.yaml:1: key 'censor_request_headers'"),
+        ("censor_request_headers:\n  'Bad Name': x\n", "is not a header name"),
+        ("censor_request_headers:\n  Host: x\n", "frames the request"),
+        ("censor_request_headers:\n  X-A: \"a\\nb\"\n", "control character"),
+        ("record_credentials: yes please\n", "x.yaml:1: key 'record_credentials'"),
+        ("replay_set_cookie: 1\n", "expected true or false"),
+        ("finish_on_disconnect_max_kb: -1\n", "x.yaml:1: key 'finish_on_disconnect_max_kb'"),
+        ("finish_on_disconnect_percent: 101\n", "percentage from 0 to 100"),
+        ("finish_on_disconnect_percent: 50.5\n", "percentage from 0 to 100"),
+    ],
+)
+def test_bad_header_policy_and_abort_limits_are_refused(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, "x.yaml")
+    assert message in str(info.value)
+
+
+def test_modify_html_rules() -> None:
+    config = parse_config(
+        "modify_html:\n"
+        "  - pattern: '^http://news\\.example/'\n"
+        "    disable_scripts: true\n"
+        "    disable_meta_refresh: true\n"
+        "    disable_popups: true\n"
+        "  - pattern: '/private/'\n"
+        "    mark_links: false\n"
+        "  - pattern: '.*'\n",
+        "x.yaml",
+    )
+    news, private, every = config.modify_html
+    assert news.regex.search("http://news.example/a.html")
+    assert (news.mark_links, news.disable_scripts, news.disable_meta_refresh) == (True, True, True)
+    assert news.disable_popups is True
+    assert private.mark_links is False and private.disable_scripts is False
+    assert every.mark_links is True and every.disable_popups is False  # the defaults
+    assert Config().modify_html == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("modify_html: yes\n", "x.yaml: key 'modify_html': expected a list"),
+        ("modify_html:\n  - '.*'\n", "x.yaml:2: key 'modify_html': each rule is a mapping"),
+        ("modify_html:\n  - mark_links: true\n", "with a 'pattern'"),
+        ("modify_html:\n  - pattern: '['\n", "x.yaml:2: key 'modify_html': bad pattern '['"),
+        (
+            "modify_html:\n  - pattern: x\n  - pattern: y\n    disable_script: true\n",
+            "x.yaml:3: key 'modify_html': unknown disable_script (known: pattern, mark_links,",
+        ),
+        (
+            "modify_html:\n  - pattern: x\n    disable_popups: 1\n",
+            "x.yaml:2: key 'modify_html': disable_popups: expected true or false, got 1",
+        ),
+    ],
+)
+def test_bad_modify_html_rules_are_refused_with_place(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, "x.yaml")
+    assert message in str(info.value)

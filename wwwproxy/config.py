@@ -21,6 +21,7 @@ from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
 from .http.filters import parse_pattern
+from .url.proxy import UpstreamProxy
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
@@ -133,6 +134,12 @@ class Config:
     https_bypass: tuple[str, ...] = ()
     #: a PEM file of extra CAs trusted for upstream TLS (besides the system's)
     upstream_ca: Path | None = None
+    #: the proxy origins are reached through, ``http://[user:password@]host:port``; None: the
+    #: http_proxy/https_proxy environment variables; ``direct``: none, whatever they say
+    upstream_proxy: str | None = None
+    #: host patterns reached directly, not through the upstream proxy; None: the no_proxy
+    #: environment variable
+    no_proxy: tuple[str, ...] | None = None
     #: URL patterns never fetched: answered at once with an empty image, script, stylesheet
     #: or a short page (WWWOFFLE's DontGet); syntax in wwwproxy.http.filters
     dont_get: tuple[str, ...] = ()
@@ -311,6 +318,15 @@ def _host_patterns(value: Any) -> tuple[str, ...]:
             raise ValueError(f"bad host pattern {item!r} (use *, example.com or *.example.com)")
         patterns.append(text)
     return tuple(patterns)
+
+
+def _upstream_proxy(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    text = _as_str(value).strip()
+    if text != "direct":
+        UpstreamProxy.parse(text)  # ValueError says what is wrong
+    return text
 
 
 def _url_patterns(value: Any) -> tuple[str, ...]:
@@ -526,6 +542,8 @@ _KEYS: dict[str, Callable[[Any], Any]] = {
     "https_intercept": _host_patterns,
     "https_bypass": _host_patterns,
     "upstream_ca": _ca_file,
+    "upstream_proxy": _upstream_proxy,
+    "no_proxy": _host_patterns,
     "dont_get": _url_patterns,
     "dont_get_status": _dont_get_status,
     "blocklist": _files,

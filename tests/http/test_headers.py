@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from wwwproxy.http.headers import (
     HOP_BY_HOP,
     add_via,
+    censor,
     end_to_end,
     get_header,
     set_header,
@@ -131,3 +132,50 @@ def test_without_controls_replaces_controls_but_tab():
         ("X-Tab", "a\tb"),  # HTAB is field whitespace
         ("X-Text", "café \udce9"),  # text and escaped non-UTF-8 bytes are kept
     ]
+
+
+# --- censor_request_headers ------------------------------------------------------------------
+
+BROWSER = [
+    ("Host", "example.com"),
+    ("User-Agent", "Firefox/140"),
+    ("Referer", "http://a.example/"),
+    ("referer", "http://b.example/"),
+    ("Accept", "*/*"),
+]
+CENSOR = [
+    ([], BROWSER),  # no rules: as sent
+    (  # replaced at its place
+        [("User-Agent", "Mozilla/5.0 (generic)")],
+        [
+            ("Host", "example.com"),
+            ("User-Agent", "Mozilla/5.0 (generic)"),
+            ("Referer", "http://a.example/"),
+            ("referer", "http://b.example/"),
+            ("Accept", "*/*"),
+        ],
+    ),
+    (  # "" removes every one of that name, whatever its case
+        [("REFERER", "")],
+        [("Host", "example.com"), ("User-Agent", "Firefox/140"), ("Accept", "*/*")],
+    ),
+    (  # several of one name become one
+        [("Referer", "http://example.com/")],
+        [
+            ("Host", "example.com"),
+            ("User-Agent", "Firefox/140"),
+            ("Referer", "http://example.com/"),
+            ("Accept", "*/*"),
+        ],
+    ),
+    ([("X-Forwarded-For", "1.2.3.4"), ("From", "")], BROWSER),  # absent: never added
+    (  # rules apply in order
+        [("User-Agent", ""), ("Referer", ""), ("Accept", "text/html")],
+        [("Host", "example.com"), ("Accept", "text/html")],
+    ),
+]
+
+
+@pytest.mark.parametrize(("rules", "expected"), CENSOR)
+def test_censor(rules, expected):
+    assert censor(list(BROWSER), rules) == expected

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from wwwproxy.http.headers import get_header
 from wwwproxy.http.policy import (
+    CREDENTIALS_HEADER,
     Action,
     Freshness,
     Mode,
@@ -25,8 +26,11 @@ from wwwproxy.http.policy import (
     Stored,
     accepts_coding,
     after_upstream_error,
+    credential_check,
+    credential_tags,
     current_age,
     decide,
+    finish_abandoned,
     freshness,
     is_fresh,
     is_good,
@@ -36,6 +40,7 @@ from wwwproxy.http.policy import (
     not_modified,
     not_modified_headers,
     parse_cache_control,
+    recorded_request_headers,
     replay_headers,
     request_directives,
     revalidation_headers,
@@ -947,3 +952,158 @@ def test_replay_headers_drop_hops_and_renamed_transfer_headers():
         ("Content-Length", "5"),
         ("Server", "nginx"),
     ]
+
+
+def test_replay_headers_leave_set_cookie_out_unless_asked():
+    recorded = [("Content-Type", "text/html"), ("Set-Cookie", "a=1"), ("set-cookie", "b=2")]
+    assert replay_headers(recorded) == [("Content-Type", "text/html")]
+    assert replay_headers(recorded, set_cookie=True) == recorded
+
+
+# --- credentials -----------------------------------------------------------------------------
+
+KEY = b"k" * 32
+OTHER_KEY = b"o" * 32
+AUTH_A = [("Authorization", "Basic YTph")]
+AUTH_B = [("Authorization", "Basic Yjpi")]
+COOKIE_1 = [("Cookie", "s=1")]
+COOKIE_2 = [("Cookie", "s=2")]
+PRIVATE = [("Cache-Control", "private, max-age=60")]
+PUBLIC = [("Cache-Control", "max-age=60")]
+
+
+def test_recorded_request_headers_keep_digests_not_credentials():
+    sent = [("Host", "example.com"), *AUTH_A, ("Accept", "*/*"), *COOKIE_1]
+    recorded = recorded_request_headers(sent, KEY)
+    assert recorded[:2] == [("Host", "example.com"), ("Accept", "*/*")]
+    name, value = recorded[2]
+    assert name == CREDENTIALS_HEADER and len(recorded) == 3
+    assert "YTph" not in value and "s=1" not in value
+    tags = credential_tags(sent, KEY)
+    assert value == f"authorization={tags['authorization']}; cookie={tags['cookie']}"
+    # with record_credentials: the credentials too, and the digests beside them
+    kept = recorded_request_headers(sent, KEY, keep_credentials=True)
+    assert kept == [*sent, (CREDENTIALS_HEADER, value)]
+    # nothing to hide: unchanged; a digest header the browser sent is not believed
+    assert recorded_request_headers([("Host", "h")], KEY) == [("Host", "h")]
+    assert recorded_request_headers([(CREDENTIALS_HEADER, "authorization=x")], KEY) == []
+
+
+def test_credential_digests_depend_on_key_value_and_name():
+    a = credential_tags(AUTH_A, KEY)["authorization"]
+    assert a == credential_tags([("authorization", " Basic YTph ")], KEY)["authorization"]
+    assert a != credential_tags(AUTH_B, KEY)["authorization"]
+    assert a != credential_tags(AUTH_A, OTHER_KEY)["authorization"]
+    assert a != credential_tags([("Cookie", "Basic YTph")], KEY)["cookie"]
+    assert credential_tags([("Accept", "x")], KEY) == {}
+
+
+def _recorded(request, keep=False):
+    return recorded_request_headers([("Host", "example.com"), *request], KEY, keep_credentials=keep)
+
+
+# stored response headers, the request that fetched it, a later request -> served?
+CREDENTIAL_CASES = [
+    # fetched with Authorization: only the same Authorization
+    (PUBLIC, AUTH_A, AUTH_A, True),
+    (PUBLIC, AUTH_A, [], False),
+    (PUBLIC, AUTH_A, AUTH_B, False),
+    (PUBLIC, AUTH_A, [*AUTH_A, *COOKIE_2], True),  # cookies do not matter for a public copy
+    (PUBLIC, [*AUTH_A, *COOKIE_1], AUTH_A, True),
+    # fetched without: anyone (a public page, whoever asks)
+    (PUBLIC, [], AUTH_B, True),
+    (PUBLIC, COOKIE_1, [], True),
+    ([], COOKIE_1, COOKIE_2, True),
+    # private: the same Authorization and the same Cookie, or the same absence of them
+    (PRIVATE, COOKIE_1, COOKIE_1, True),
+    (PRIVATE, COOKIE_1, COOKIE_2, False),
+    (PRIVATE, COOKIE_1, [], False),
+    (PRIVATE, COOKIE_1, [*COOKIE_1, *AUTH_A], False),
+    (PRIVATE, [*COOKIE_1, *AUTH_A], [*AUTH_A, *COOKIE_1], True),
+    (PRIVATE, [*COOKIE_1, *AUTH_A], AUTH_A, False),
+    (PRIVATE, [], [], True),  # nobody's: still nobody's
+    (PRIVATE, [], COOKIE_1, False),
+    ([("Cache-Control", 'private="Set-Cookie"')], COOKIE_1, COOKIE_2, False),  # qualified too
+    ([("cache-control", "max-age=5"), ("Cache-Control", "PRIVATE")], COOKIE_1, [], False),
+    # Vary names a credential: compared as digests (the values are not in the archive)
+    ([("Vary", "Cookie")], COOKIE_1, COOKIE_1, True),
+    ([("Vary", "Cookie")], COOKIE_1, COOKIE_2, False),
+    ([("Vary", "Accept-Language, cookie")], COOKIE_1, [], False),
+    ([("Vary", "Cookie")], [], COOKIE_1, False),
+    ([("Vary", "Accept-Language")], COOKIE_1, COOKIE_2, True),
+]
+
+
+@pytest.mark.parametrize("keep", [False, True], ids=["digests", "record_credentials"])
+@pytest.mark.parametrize(("stored", "fetched_with", "asked_with", "expected"), CREDENTIAL_CASES)
+def test_credential_check(stored, fetched_with, asked_with, expected, keep):
+    recorded = _recorded(fetched_with, keep)
+    check = credential_check(stored, recorded, KEY)
+    asked = [("Host", "example.com"), ("Accept", "*/*"), *asked_with]
+    assert check.admits(asked, KEY) is expected
+    # the Vary rule, which cannot read digests, never refuses what the check admits
+    if expected:
+        assert vary_matches(stored, recorded, asked)
+
+
+@pytest.mark.parametrize(("stored", "fetched_with", "asked_with", "expected"), CREDENTIAL_CASES)
+def test_credential_check_of_a_recording_without_digests(
+    stored, fetched_with, asked_with, expected
+):
+    """An older recording keeps the credentials themselves: they are compared the same way."""
+    recorded = [("Host", "example.com"), *fetched_with]
+    check = credential_check(stored, recorded, KEY)
+    assert check.admits([("Host", "example.com"), *asked_with], KEY) is expected
+
+
+def test_a_digest_made_with_another_key_never_admits():
+    check = credential_check(PUBLIC, _recorded(AUTH_A), OTHER_KEY)
+    assert check.needed == {"authorization"}
+    assert not check.admits(AUTH_A, OTHER_KEY)
+
+
+# --- abort limits ----------------------------------------------------------------------------
+
+K = 1024
+# received, expected length, max_bytes, percent -> finish the download the browser left?
+ABANDONED = [
+    (10, 1000, None, None, True),  # no limit: always (finish_on_disconnect as it was)
+    (10, None, None, None, True),
+    (10, 100 * K, 100 * K, None, True),  # at most the size: finished
+    (10, 100 * K + 1, 100 * K, None, False),
+    (10, None, 100 * K, None, True),  # no length: while what came is under the size
+    (100 * K, None, 100 * K, None, True),
+    (100 * K + 1, None, 100 * K, None, False),
+    (79, 100, None, 80, False),  # below the percentage: cut
+    (80, 100, None, 80, True),
+    (100, 100, None, 80, True),
+    (0, 0, None, 80, True),  # an empty body has all of itself
+    (10**9, None, None, 80, False),  # no length, no percentage: cut
+    (10, 1000, None, 0, True),  # 0%: every download
+    (900, 1000, 100, 90, True),  # either rule finishes it
+    (10, 50, 100, 90, True),
+    (10, 1000, 100, 90, False),  # neither does
+    (10, 1000, 0, None, False),  # 0 KiB: only empty bodies
+    (0, 0, 0, None, True),
+]
+
+
+@pytest.mark.parametrize(("received", "expected", "max_bytes", "percent", "finish"), ABANDONED)
+def test_finish_abandoned(received, expected, max_bytes, percent, finish):
+    assert finish_abandoned(received, expected, max_bytes=max_bytes, percent=percent) is finish
+
+
+@given(
+    st.integers(0, 10**7),
+    st.integers(0, 10**7),
+    st.one_of(st.none(), st.integers(0, 10**7)),
+    st.one_of(st.none(), st.integers(0, 100)),
+)
+@settings(max_examples=300)
+def test_finish_abandoned_once_true_stays_true_for_a_known_length(
+    received, more, max_bytes, percent
+):
+    """With a length, more bytes never turn a decision to finish into a cut."""
+    total = received + more
+    if finish_abandoned(received, total, max_bytes=max_bytes, percent=percent):
+        assert finish_abandoned(total, total, max_bytes=max_bytes, percent=percent)

@@ -9,6 +9,7 @@ __all__ = [
     "HOP_BY_HOP",
     "Headers",
     "add_via",
+    "censor",
     "end_to_end",
     "get_header",
     "set_header",
@@ -68,6 +69,22 @@ def set_header(headers: Headers, name: str, value: str) -> Headers:
     if not done:
         out.append((name, value))
     return out
+
+
+def censor(headers: Headers, rules: Iterable[tuple[str, str]]) -> Headers:
+    """The request with each ruled header it carries replaced by the rule's value (one
+    header, at the first one's place), or removed when the value is empty
+    (``censor_request_headers``, WWWOFFLE's CensorHeader).  A header the request lacks is not
+    added: a Referer rule must not invent a referrer."""
+    for name, value in rules:
+        lname = name.lower()
+        if not any(n.lower() == lname for n, _ in headers):
+            continue
+        if value:
+            headers = set_header(headers, name, value)
+        else:
+            headers = [(n, v) for n, v in headers if n.lower() != lname]
+    return headers
 
 
 def add_via(headers: Headers, version: tuple[int, int], pseudonym: str) -> Headers:

@@ -10,8 +10,11 @@ decide nothing themselves, so the proxy and ``wwwproxy fetch`` cannot disagree a
 
 from __future__ import annotations
 
+import base64
 import enum
 import functools
+import hashlib
+import hmac
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,15 +25,21 @@ from .headers import HOP_BY_HOP, Headers, end_to_end, get_header
 
 __all__ = [
     "CONDITIONAL_HEADERS",
+    "CREDENTIALS_HEADER",
+    "CREDENTIAL_HEADERS",
     "Action",
+    "CredentialCheck",
     "Freshness",
     "Mode",
     "RequestDirectives",
     "Stored",
     "accepts_coding",
     "after_upstream_error",
+    "credential_check",
+    "credential_tags",
     "current_age",
     "decide",
+    "finish_abandoned",
     "freshness",
     "is_fresh",
     "is_good",
@@ -40,6 +49,7 @@ __all__ = [
     "not_modified",
     "not_modified_headers",
     "parse_cache_control",
+    "recorded_request_headers",
     "replay_headers",
     "request_directives",
     "revalidation_headers",
@@ -432,17 +442,24 @@ def vary_matches(
     """Does a stored response fit this request on the headers its ``Vary`` names (RFC 9111
     §4.1)?  ``Vary: *`` never fits.  ``Accept-Encoding`` is left to :func:`accepts_coding`
     (a coded copy can be decoded on the way out), so it does not count here.  ``names``:
-    :func:`vary_names` of ``stored_headers``, when the caller has them."""
+    :func:`vary_names` of ``stored_headers``, when the caller has them.  ``Cookie`` and
+    ``Authorization`` recorded as digests (:func:`recorded_request_headers`) are left to
+    :class:`CredentialCheck`."""
     if names is None:
         names = vary_names(stored_headers)
     if not names:
         return True
     if "*" in names:
         return False
-    names = [n for n in names if n != "accept-encoding"]
+    recorded = recorded_request or []
+    # Accept-Encoding; and credentials the archive keeps only as digests (judged by
+    # :class:`CredentialCheck`, which has the key)
+    skip = {"accept-encoding"}
+    if get_header(recorded, CREDENTIALS_HEADER) is not None:
+        skip |= CREDENTIAL_HEADERS
+    names = [n for n in names if n not in skip]
     if not names:
         return True
-    recorded = recorded_request or []
     return all(_normalized(recorded, n) == _normalized(request, n) for n in names)
 
 
@@ -488,13 +505,137 @@ def accepts_coding(accept_encoding: str | None, content_encoding: str | None) ->
     return all(accepted(c) for c in codings)
 
 
-def replay_headers(headers: Iterable[tuple[str, str]]) -> Headers:
+def replay_headers(headers: Iterable[tuple[str, str]], *, set_cookie: bool = False) -> Headers:
     """The recorded headers a replay sends: end-to-end ones, without the archive's renamed
     transfer-coding headers (``X-Archive-Orig-Transfer-Encoding`` describes a hop the replay
-    does not repeat: it is sent with a Content-Length)."""
+    does not repeat: it is sent with a Content-Length), and without ``Set-Cookie`` unless
+    ``set_cookie`` (``replay_set_cookie``): a copy must not log the browser back into a
+    session, nor set again a cookie the user has since deleted."""
     prefix = ORIG_HEADER_PREFIX
     return [
         (n, v)
         for n, v in end_to_end(headers)
         if not (n.lower().startswith(prefix) and n.lower()[len(prefix) :] in HOP_BY_HOP)
+        and (set_cookie or n.lower() != "set-cookie")
     ]
+
+
+# --- credentials ----------------------------------------------------------------------------
+
+#: Request headers that say who the user is to the origin.  (``Proxy-Authorization`` is ours,
+#: hop-by-hop: never sent upstream nor recorded.)
+CREDENTIAL_HEADERS = frozenset({"authorization", "cookie"})
+#: The recorded request's header that holds keyed digests of its credentials, in place of them
+#: (``authorization=<digest>; cookie=<digest>``): enough to tell whether a later request
+#: carries the same ones, and nothing that would let anyone who reads the archive log in.
+CREDENTIALS_HEADER = "WWWProxy-Credentials"
+
+
+def _digest(key: bytes, name: str, values: Sequence[str]) -> str:
+    data = name.encode("ascii") + b"\0" + "\n".join(values).encode("utf-8", "surrogateescape")
+    mac = hmac.new(key, data, hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(mac).rstrip(b"=").decode("ascii")
+
+
+def credential_tags(headers: Iterable[tuple[str, str]], key: bytes) -> dict[str, str]:
+    """{credential header name: HMAC-SHA256 of its values under the cache's ``key``} for the
+    credential headers the request carries."""
+    values: dict[str, list[str]] = {}
+    for n, v in headers:
+        name = n.lower()
+        if name in CREDENTIAL_HEADERS:
+            values.setdefault(name, []).append(v.strip())
+    return {name: _digest(key, name, vs) for name, vs in sorted(values.items())}
+
+
+def _parse_tags(value: str) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    for part in value.split(";"):
+        name, sep, digest = part.strip().partition("=")
+        if sep and name.strip().lower() in CREDENTIAL_HEADERS:
+            tags[name.strip().lower()] = digest.strip()
+    return tags
+
+
+def recorded_request_headers(
+    headers: Sequence[tuple[str, str]], key: bytes, *, keep_credentials: bool = False
+) -> Headers:
+    """The request headers as the archive records them: ``Cookie`` and ``Authorization``
+    left out unless ``keep_credentials`` (``record_credentials``), and their digests added in
+    :data:`CREDENTIALS_HEADER` either way (what :class:`CredentialCheck` compares)."""
+    tags = credential_tags(headers, key)
+    out = [(n, v) for n, v in headers if n.lower() != CREDENTIALS_HEADER.lower()]
+    if not keep_credentials:
+        out = [(n, v) for n, v in out if n.lower() not in CREDENTIAL_HEADERS]
+    if tags:
+        out.append((CREDENTIALS_HEADER, "; ".join(f"{n}={d}" for n, d in tags.items())))
+    return out
+
+
+@dataclass(frozen=True)
+class CredentialCheck:
+    """Which credentials a request must carry, alike, to be served a stored copy: the
+    ``Authorization`` of the request that fetched it, if it had one; both ``Authorization`` and
+    ``Cookie`` (or their absence) for a ``Cache-Control: private`` answer; and those of them
+    its ``Vary`` names.  Alike means the same digest under the cache's key."""
+
+    needed: frozenset[str]
+    #: the recorded request's digests of the needed headers (absent: it had none)
+    recorded: tuple[tuple[str, str], ...] = ()
+
+    def admits(self, request: Iterable[tuple[str, str]], key: bytes) -> bool:
+        """May a request with these headers have the copy?"""
+        if not self.needed:
+            return True
+        asked = credential_tags(((n, v) for n, v in request if n.lower() in self.needed), key)
+        recorded = dict(self.recorded)
+        return all(hmac.compare_digest(asked.get(n, ""), recorded.get(n, "")) for n in self.needed)
+
+
+def credential_check(
+    response_headers: Sequence[tuple[str, str]],
+    recorded_request: Sequence[tuple[str, str]],
+    key: bytes,
+) -> CredentialCheck:
+    """The :class:`CredentialCheck` of a stored copy (made once per copy: it is asked on every
+    hit).  The recorded request's :data:`CREDENTIALS_HEADER`, or, in a record without it,
+    the credentials themselves (``record_credentials``, or an older recording)."""
+    marked = get_header(recorded_request, CREDENTIALS_HEADER)
+    tags = _parse_tags(marked) if marked is not None else credential_tags(recorded_request, key)
+    needed: set[str] = set()
+    if "authorization" in tags:
+        needed.add("authorization")
+    cc = parse_cache_control(
+        ", ".join(v for n, v in response_headers if n.lower() == "cache-control")
+    )
+    if "private" in cc:
+        needed |= CREDENTIAL_HEADERS
+    needed |= CREDENTIAL_HEADERS.intersection(vary_names(response_headers))
+    recorded = tuple(sorted((n, d) for n, d in tags.items() if n in needed))
+    return CredentialCheck(frozenset(needed), recorded)
+
+
+# --- a download the browser left --------------------------------------------------------------
+
+
+def finish_abandoned(
+    received: int,
+    expected: int | None,
+    *,
+    max_bytes: int | None = None,
+    percent: int | None = None,
+) -> bool:
+    """Go on recording a download the browser has left (``finish_on_disconnect``)?
+    (WWWOFFLE's intr-download-size and intr-download-percent.)  With no limit set, always;
+    else if its whole size is at most ``max_bytes`` (a body of unknown length: while what has
+    come is), or if at least ``percent`` of it has come already (never known without a
+    length).  Asked again as the rest comes: a body without a length is cut once it passes
+    ``max_bytes``; cut, it is not recorded."""
+    if max_bytes is None and percent is None:
+        return True
+    size = expected if expected is not None else received
+    if max_bytes is not None and size <= max_bytes:
+        return True
+    if percent is not None and expected is not None:
+        return received * 100 >= percent * expected
+    return False

@@ -6,13 +6,26 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-from collections.abc import Iterable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ..archive.store import CachedEntry
-from ..http.content import ContentDecoder, decodes
+from ..archive.store import CachedEntry, Store
+from ..config import ModifyHTMLRule
+from ..fetch.html_links import (
+    _COMMENT_CLOSE,
+    _PASS_OVER,
+    _RAW_TEXT,
+    _prescan,
+    _raw_text_end,
+    _start_tag,
+    _tag_attributes,
+)
+from ..fetch.links import canonical_link, decode_bom, decode_text, page_base, web_codec
+from ..http.content import ContentDecoder, charset_param, decode_content, decodes
 from ..http.headers import Headers, add_via, get_header, set_header
+from ..http.modify_html import MAX_HTML, StartTag, is_plain_html, link_refs, rewrite, rule_for
 from ..http.policy import (
     accepts_coding,
     current_age,
@@ -21,8 +34,21 @@ from ..http.policy import (
     replay_headers,
 )
 from ..recording.engine import PSEUDONYM
+from ..url import InvalidURL, canonicalize
 
-__all__ = ["Replay", "allowed_address", "bodiless", "plan_replay", "sendable_headers"]
+__all__ = [
+    "Replay",
+    "allowed_address",
+    "bodiless",
+    "cached_keys",
+    "html_start_tags",
+    "modified_page",
+    "page_rule",
+    "plan_replay",
+    "sendable_headers",
+]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -44,12 +70,14 @@ def plan_replay(
     *,
     stale: str | None = None,
     now: datetime | None = None,
+    set_cookie: bool = False,
 ) -> Replay:
     """The answer from the cache (the aiohttp path and the fast front share it): recorded
     end-to-end headers, ``Age``, ``X-Cache: HIT``, ``Via``; a decoded copy for a client without
-    the coding; a 304 when the browser's own validators match (RFC 9111 §4.3.2)."""
+    the coding; a 304 when the browser's own validators match (RFC 9111 §4.3.2).  The
+    recorded ``Set-Cookie`` only with ``set_cookie`` (``replay_set_cookie``)."""
     now = now or datetime.now(UTC)
-    headers = replay_headers(cached.headers)
+    headers = replay_headers(cached.headers, set_cookie=set_cookie)
     recorded_length = get_header(cached.headers, "Content-Length")
     headers = [(n, v) for n, v in headers if n.lower() not in ("content-length", "age")]
     coding = get_header(cached.headers, "Content-Encoding")
@@ -127,3 +155,132 @@ def bodiless(cached: CachedEntry) -> bool:
         or cached.status in (204, 304)
         or 100 <= cached.status < 200
     )
+
+
+# --- offline reading (modify_html) ------------------------------------------------------------
+
+
+def page_rule(rules: Sequence[ModifyHTMLRule], cached: CachedEntry) -> ModifyHTMLRule | None:
+    """The ``modify_html`` rule that changes this copy on its way out: a ``text/html`` body
+    (not a partial one) of a URL a rule matches; None for every other copy.  Kept with the
+    copy for these rules: the fast front asks on every memory hit."""
+    if not rules:
+        return None
+    memo = cached.memo.get("modify_html.rule")
+    if memo is not None and memo[0] is rules:
+        return memo[1]
+    rule = None
+    if (
+        not bodiless(cached)
+        and cached.status != 206
+        and is_plain_html(get_header(cached.headers, "Content-Type"))
+    ):
+        try:
+            rule = rule_for(rules, canonicalize(cached.target_uri).canonical)
+        except InvalidURL:
+            rule = None
+    cached.memo["modify_html.rule"] = (rules, rule)
+    return rule
+
+
+def html_start_tags(text: str) -> Iterator[StartTag]:
+    """The start tags of a page that links, scripts and meta refresh are in, where they are,
+    as :mod:`wwwproxy.fetch.html_links` reads them (its tokenizer's loop, which has no
+    positions to give: the rewrite needs them).  Tags nobody looks at are passed over; text
+    inside ``<script>``, ``<style>``, ``<textarea>``... is text.  Never raises."""
+    n = len(text)
+    i = 0
+    skip = _PASS_OVER.match
+    while i < n:
+        i = skip(text, i).end()  # type: ignore[union-attr]
+        if i >= n:
+            return
+        c = text[i + 1 : i + 2]
+        if c.isascii() and c.isalpha():
+            end, tag, closed, attrs = _start_tag(text, i)
+            if end < 0:
+                return
+            if tag is not None:
+                yield i, end, tag, _tag_attributes(text[i:end]) if attrs is None else attrs
+                if not closed and tag in _RAW_TEXT:
+                    end = _raw_text_end(text, tag, end)[1]
+            i = end
+        elif c == "/" or (c in ("!", "?") and not text.startswith("<!--", i)):
+            end = text.find(">", i + 2)
+            if end < 0:
+                return
+            i = end + 1
+        elif text.startswith("<!--", i):
+            m = _COMMENT_CLOSE.search(text, i + 4)
+            if m is None:
+                return
+            i = m.end()
+        else:
+            i += 1
+
+
+def cached_keys(store: Store, keys: list[str]) -> set[str]:
+    """Which of these archive keys the index has a capture of (any status: what a browser
+    following the link offline would be served); one worker-thread hop for a whole page."""
+    return {key for key in keys if store.captures(key)}
+
+
+def _decode_page(data: bytes, content_type: str | None) -> str:
+    """A page's text by the browser's order: BOM, the Content-Type charset, a ``<meta>`` in the
+    first 1024 bytes; a page that says nothing is UTF-8 if it is valid UTF-8, else
+    windows-1252 (what browsers fall back to)."""
+    bom = decode_bom(data)
+    if bom is not None:
+        return bom[0]
+    codec = web_codec(charset_param(content_type)) or _prescan(data)
+    if codec is not None:
+        return decode_text(data, codec)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return decode_text(data, "cp1252")
+
+
+def modified_page(
+    cached: CachedEntry,
+    rule: ModifyHTMLRule,
+    in_cache: Callable[[list[str]], set[str]],
+) -> bytes | None:
+    """The copy's page with ``rule``'s changes, as UTF-8 (whatever its charset was: every
+    character the page had can be written in it), or None to serve it as it is: too large,
+    a coding that cannot be undone, or anything unexpected (logged).  ``in_cache`` gets the
+    archive keys of all the page's links at once and returns those that are cached.  Blocks
+    (it reads the stored body): call it in a worker thread."""
+    try:
+        if cached.payload_length > MAX_HTML:
+            return None
+        coding = get_header(cached.headers, "Content-Encoding")
+        if not decodes(coding):
+            return None
+        if cached.body is not None:
+            raw = cached.body
+        else:
+            with cached.open_body() as stream:
+                raw = stream.read(MAX_HTML + 1)
+        data = decode_content(raw, coding, MAX_HTML + 1)
+        if len(data) > MAX_HTML:
+            return None
+        text = _decode_page(data, get_header(cached.headers, "Content-Type"))
+        # NUL as the HTML tokenizer reads it: one character for one, so places stay
+        tags = list(html_start_tags(text.replace("\x00", "\ufffd")))
+        state: dict[str, bool] = {}
+        if rule.mark_links:
+            base_href, refs = link_refs(tags)
+            base = page_base(cached.target_uri)
+            if base_href is not None:
+                base = canonical_link(base_href, base, None) or base
+            # sent as UTF-8, the page's links are asked for with UTF-8 queries
+            keys = {ref: canonical_link(ref, base, None) for ref in set(refs)}
+            found = in_cache(sorted({k for k in keys.values() if k is not None}))
+            state = {ref: key in found for ref, key in keys.items() if key is not None}
+        return rewrite(text, tags, rule, state).encode("utf-8")
+    except (ValueError, OSError) as exc:  # a coded copy that does not decode, a lost file
+        log.warning("served %s unmodified: %s", cached.target_uri, exc)
+    except Exception:  # noqa: BLE001 (never fail a cache hit for the rewrite's sake)
+        log.exception("served %s unmodified: the HTML rewrite failed", cached.target_uri)
+    return None

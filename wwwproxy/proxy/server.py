@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import html
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from typing import BinaryIO
@@ -24,11 +25,13 @@ from ..archive.outgoing import QueuedRequest
 from ..archive.store import CachedEntry
 from ..http.filters import EMPTY_GIF, Replacement, Treatment, replacement_for
 from ..http.headers import Headers, add_via, end_to_end, get_header, set_header
+from ..http.modify_html import modified_headers
 from ..http.policy import (
     CONDITIONAL_HEADERS,
     Action,
     Mode,
     after_upstream_error,
+    credential_check,
     decide,
     not_modified,
     not_modified_headers,
@@ -43,7 +46,14 @@ from . import front
 from .accesslog import LOGGED_URL, AccessLog
 from .intercept import Interceptor
 from .pages import page_response
-from .replay import allowed_address, plan_replay, sendable_headers
+from .replay import (
+    allowed_address,
+    cached_keys,
+    modified_page,
+    page_rule,
+    plan_replay,
+    sendable_headers,
+)
 from .tunnel import parse_connect_target, tunnel
 from .websocket import is_websocket, relay_websocket
 
@@ -276,6 +286,8 @@ class ProxyServer:
             cached = await asyncio.to_thread(
                 services.store.lookup, url, url.file, "GET", b"", headers, prefer_good=prefer_good
             )
+        if cached is not None and not self.may_serve(cached, headers):
+            cached = None  # a copy for other credentials: as if there were none
         action = self.action_for(url, method, request.headers, cached)
         if action is Action.SERVE:
             assert cached is not None
@@ -339,6 +351,18 @@ class ProxyServer:
         if outcome.not_modified is not None:
             return await self.serve_cached(request, outcome.not_modified)
         return sink.response or page_response(502, "Bad gateway", "No answer was relayed.")
+
+    def may_serve(self, cached: CachedEntry, headers: Iterable[tuple[str, str]]) -> bool:
+        """May this request have this copy (both fronts ask)?  Not a copy fetched with
+        Authorization, nor a ``private`` one, for a request without the same credentials
+        (:func:`~wwwproxy.http.policy.credential_check`, made once per copy)."""
+        check = cached.memo.get("credentials")
+        key = self.services.engine.credential_key
+        if check is None:
+            check = cached.memo["credentials"] = credential_check(
+                cached.headers, cached.request_headers, key
+            )
+        return check.admits(headers, key)
 
     def action_for(
         self, url: URL, method: str, headers: Mapping[str, str], cached: CachedEntry | None
@@ -467,9 +491,23 @@ class ProxyServer:
     async def serve_cached(
         self, request: web.Request, cached: CachedEntry, stale: str | None = None
     ) -> web.StreamResponse:
-        replay = plan_replay(cached, request.method, request.headers, stale=stale)
+        replay = plan_replay(
+            cached,
+            request.method,
+            request.headers,
+            stale=stale,
+            set_cookie=self.config.replay_set_cookie,
+        )
         status, reason, headers = replay.status, replay.reason, replay.headers
         send_body, decoder = replay.send_body, replay.decoder
+        modified = None  # offline reading: the page as changed by its modify_html rule
+        rule = page_rule(self.config.modify_html, cached) if status != 304 else None
+        if rule is not None:
+            in_cache = functools.partial(cached_keys, self.services.store)
+            modified = await asyncio.to_thread(modified_page, cached, rule, in_cache)
+            if modified is not None:
+                headers = modified_headers(headers, rule, "utf-8", len(modified))
+                decoder = None
         response = _Forwarded(status=status, reason=reason)
         for name, value in sendable_headers(headers):
             response.headers.add(name, value)
@@ -477,7 +515,10 @@ class ProxyServer:
             await response.prepare(request)
         except ConnectionError:
             return response  # the browser left while the copy was looked up
-        if send_body:
+        if send_body and modified is not None:
+            with contextlib.suppress(ConnectionError):
+                await response.write(modified)
+        elif send_body:
             # from memory: all of it at once; from disk: one thread hop opens the copy and
             # reads its start (for most pages, all of it)
             if cached.body is not None:

@@ -11,24 +11,44 @@ a revisit of the stored copy; a browser that leaves does not stop the recording
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
+import os
+import secrets
 import ssl
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import aiohttp
 
 from ..archive.store import CachedEntry, Recorder, Store, StoreError
 from ..archive.warc import WARCWriteError
-from ..http.headers import Headers, add_via, end_to_end, get_header, without_controls
-from ..http.policy import merge_not_modified, revalidation_headers, without_conditionals
+from ..config import Config
+from ..fsutil import fsync_dir
+from ..http.headers import Headers, add_via, censor, end_to_end, get_header, without_controls
+from ..http.policy import (
+    finish_abandoned,
+    merge_not_modified,
+    recorded_request_headers,
+    revalidation_headers,
+    without_conditionals,
+)
 from ..url import URL
-from .upstream import UpstreamError, UpstreamTimeouts, describe_error, new_session, open_upstream
+from .upstream import (
+    DIRECT,
+    ProxySettings,
+    UpstreamError,
+    UpstreamTimeouts,
+    describe_error,
+    new_session,
+    open_upstream,
+)
 
-__all__ = ["PSEUDONYM", "Engine", "Exchange", "Outcome", "Sink"]
+__all__ = ["PSEUDONYM", "Engine", "Exchange", "Outcome", "Sink", "credential_key"]
 
 log = logging.getLogger("wwwproxy.recording")
 
@@ -38,6 +58,40 @@ CHUNK = 64 * 1024
 RECORDING_ERRORS = (StoreError, WARCWriteError, ValueError, OSError)
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 REPORT_EVERY = 60.0  # seconds between two log lines about a full disk
+#: the cache's secret for the digests of credentials (:func:`credential_key`)
+CREDENTIAL_KEY_FILE = "credentials.key"
+_DEFAULTS = Config()
+
+
+def credential_key(root: Path) -> bytes:
+    """The cache's secret key for the digests that stand for Cookie and Authorization in the
+    archive (:func:`wwwproxy.http.policy.recorded_request_headers`), made on first use (mode
+    0600; linked into place, so two processes starting at once agree on one key).  Losing it
+    only means copies fetched with credentials are fetched again."""
+    path = root / CREDENTIAL_KEY_FILE
+    try:
+        key = path.read_bytes()
+    except FileNotFoundError:
+        key = b""
+    if len(key) >= 32:
+        return key
+    tmp = root / f".{CREDENTIAL_KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(32))
+            f.flush()
+            os.fsync(f.fileno())
+        if key:  # a short (damaged) key is replaced
+            os.replace(tmp, path)
+        else:
+            # another process may have made it first: its key is the one
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(root)
+    return path.read_bytes()
 
 
 def disk_full(exc: BaseException | None) -> bool:
@@ -147,6 +201,18 @@ class Engine:
         self._ssl_context = ssl_context
         #: sessions replaced by a reload, closed with the engine
         self._retired: list[aiohttp.ClientSession] = []
+        #: the upstream proxy, if any (the services set it from the config or environment)
+        self.proxies: ProxySettings = DIRECT
+        #: the configuration in force (the services' after a reload: :meth:`follow`), for
+        #: the header policy and the abort limits
+        self.config: Callable[[], Config] = lambda: _DEFAULTS
+        #: the key of the credentials' digests in the archive
+        self.credential_key = credential_key(store.root)
+
+    def follow(self, config: Callable[[], Config]) -> None:
+        """Read the header policy and the abort limits from ``config()`` on every exchange
+        (the services' configuration, which a reload replaces)."""
+        self.config = config
 
     def configure(
         self, *, finish_on_disconnect: bool, ssl_context: ssl.SSLContext | None = None
@@ -188,10 +254,11 @@ class Engine:
     # --- the one path upstream ----------------------------------------------------------------
 
     def request_headers(self, exchange: Exchange, revalidate: CachedEntry | None) -> Headers:
-        """What goes upstream: end-to-end headers plus ``Via``; for GET and HEAD without the
-        browser's own validators (the archive wants the whole resource, and the proxy answers
-        the browser's conditions itself), and with our copy's validators when revalidating."""
-        headers = end_to_end(exchange.headers)
+        """What goes upstream: end-to-end headers, censored (``censor_request_headers``),
+        plus ``Via``; for GET and HEAD without the browser's own validators (the archive wants
+        the whole resource, and the proxy answers the browser's conditions itself), and with
+        our copy's validators when revalidating."""
+        headers = censor(end_to_end(exchange.headers), self.config().censor_request_headers)
         if exchange.method.upper() in ("GET", "HEAD"):
             headers = without_conditionals(headers, keep_range=True)
         headers = add_via(headers, exchange.version, PSEUDONYM)
@@ -215,10 +282,19 @@ class Engine:
         """
         headers = self.request_headers(exchange, revalidate)
         upstream = await open_upstream(
-            self.session, exchange.method, exchange.url, headers, exchange.body
+            self.session,
+            exchange.method,
+            exchange.url,
+            headers,
+            exchange.body,
+            self.proxies.for_url(exchange.url),
         )
         try:
-            record_headers = [("Host", exchange.url.hostport), *headers]
+            record_headers = recorded_request_headers(
+                [("Host", exchange.url.hostport), *headers],
+                self.credential_key,
+                keep_credentials=self.config().record_credentials,
+            )
             if upstream.status == 304 and revalidate is not None:
                 return await self._revisit(exchange, record_headers, revalidate, upstream)
             return await self._tee(exchange, record_headers, upstream, sink)
@@ -258,6 +334,11 @@ class Engine:
         )
         return Outcome(304, recorded=recorded, not_modified=fresh or cached)
 
+    def _go_on(self, received: int, expected: int | None, limits: dict[str, int | None]) -> bool:
+        """Go on with a download whose browser has left (``finish_on_disconnect`` and its
+        limits: :func:`~wwwproxy.http.policy.finish_abandoned`)?"""
+        return self.finish_on_disconnect and finish_abandoned(received, expected, **limits)
+
     def _recorder(self, exchange: Exchange, record_headers: Headers) -> Recorder | _Unrecorded:
         if not exchange.record:
             return _Unrecorded()
@@ -290,6 +371,12 @@ class Engine:
         # of the chunked body or the connection's close.  So whatever the browser has received
         # in full is in the archive (switching offline right after a page has loaded finds it).
         expected = content_length(raw_headers)
+        config = self.config()
+        max_kb = config.finish_on_disconnect_max_kb
+        limits = {
+            "max_bytes": max_kb * 1024 if max_kb is not None else None,
+            "percent": config.finish_on_disconnect_percent,
+        }
         received = 0
         complete = False
         failure: BaseException | None = None
@@ -303,8 +390,17 @@ class Engine:
                 if client_ok and chunk:
                     assert sink is not None
                     client_ok = await sink.write(chunk)
-                    if not client_ok and not self.finish_on_disconnect:
-                        break
+                if (
+                    sink is not None
+                    and not client_ok
+                    and not self._go_on(received, expected, limits)
+                ):
+                    log.info(
+                        "%s: the browser left after %d bytes; not finished",
+                        exchange.url.canonical,
+                        received,
+                    )
+                    break
             else:
                 complete = True
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
