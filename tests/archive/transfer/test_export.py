@@ -44,6 +44,18 @@ def _record_at(data: bytes, offset: int, length: int):  # noqa: ANN202 (a warcio
     return record, record.content_stream().read()
 
 
+def _validate(python: Path, wacz: Path) -> subprocess.CompletedProcess[str]:
+    """``wacz validate -f WACZ`` with the ``wacz`` package's own environment."""
+    return subprocess.run(
+        [str(python), "-c", "import sys; from wacz.main import main; sys.exit(main())"]
+        + ["validate", "-f", str(wacz)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
 def _lines(text: str) -> list[tuple[str, str, dict[str, str]]]:
     out = []
     for line in text.splitlines():
@@ -119,14 +131,7 @@ async def test_wacz_export_is_valid_and_complete(
     assert {p["title"] for p in pages[1:]} == {"Origin page"}
     assert all(datetime.fromisoformat(p["ts"].replace("Z", "+00:00")) for p in pages[1:])
 
-    result = subprocess.run(
-        [str(wacz_venv), "-c", "import sys; from wacz.main import main; sys.exit(main())"]
-        + ["validate", "-f", str(target)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = _validate(wacz_venv, target)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "succeeded" in result.stdout.lower(), result.stdout
 
@@ -143,14 +148,7 @@ def test_the_validator_refuses_a_wacz_that_lies(tmp_path: Path, wacz_venv: Path)
             if info.filename == "pages/pages.jsonl":
                 data += b'{"url": "http://tampered.example/", "ts": "2026-01-01T00:00:00Z"}\n'
             zout.writestr(info, data)
-    result = subprocess.run(
-        [str(wacz_venv), "-c", "import sys; from wacz.main import main; sys.exit(main())"]
-        + ["validate", "-f", str(bad)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = _validate(wacz_venv, bad)
     assert result.returncode != 0, result.stdout
 
 
