@@ -3,6 +3,8 @@ the CDXJ index checked, the search index following), and a purge killed with SIG
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -21,16 +23,20 @@ from wwwproxy.archive.purge import (
     Limits,
     Member,
     PageFacts,
+    PurgeResult,
     flush_used,
     keep_members,
     plan_files,
     purge,
+    purge_loop,
     read_used,
 )
 from wwwproxy.archive.search import SearchIndex
 from wwwproxy.archive.store import Store
 from wwwproxy.config import PurgeRule
 from wwwproxy.url import canonicalize
+
+from ..proxy.conftest import make_proxy, origin  # noqa: F401 (fixtures)
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 DAY = 86400.0
@@ -475,3 +481,71 @@ def test_a_purge_killed_midway_loses_nothing_else(tmp_path: Path, what: str, aft
     for url in urls:
         entry = body_of(store, url)
         assert entry is None or entry == page_html(f"{url} 3")
+
+
+# --- under a running proxy ---------------------------------------------------------------------
+
+
+async def test_the_proxy_notes_what_it_serves_and_the_loop_purges_the_unused(
+    make_proxy,  # noqa: F811 (the fixture)
+    origin,  # noqa: F811
+) -> None:
+    proxy = await make_proxy()
+    store = proxy.store
+    now = time.time()
+    for path, days in (("/page.html", 3), ("/image.png", 1)):
+        assert (await proxy.get(origin.url(path))).status == 200
+        await proxy.recorded(origin.url(path))
+        os.utime(store.path_for(canonicalize(origin.url(path))), (0, now - days * DAY))
+    await proxy.control(mode="offline")
+    store.served.clear()
+    for _ in range(3):  # from disk, then from memory: both are uses
+        reply = await proxy.get(origin.url("/page.html"))
+        assert reply.status == 200 and reply.header("X-Cache") == "HIT"
+    assert list(store.served) == [canonicalize(origin.url("/page.html")).file]
+    page = store.path_for(canonicalize(origin.url("/page.html")))
+    image = store.path_for(canonicalize(origin.url("/image.png")))
+    limit = int((page.stat().st_size + image.stat().st_size) * 0.9)
+
+    done: asyncio.Queue[PurgeResult] = asyncio.Queue()
+    loop = asyncio.create_task(
+        purge_loop(store, lambda: Limits(max_size=limit), tick=0.01, on_purge=done.put_nowait)
+    )
+    try:
+        result = await asyncio.wait_for(done.get(), 30)
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
+    # the picture was fetched later, but the page was served since: the picture goes
+    assert [r.page.url for r, _ in result.removed] == [origin.url("/image.png")]
+    assert page.exists() and not image.exists()
+    assert (await proxy.get(origin.url("/page.html"))).status == 200
+    assert (await proxy.get(origin.url("/image.png"))).status == 503  # offline, not cached
+    assert (store.root / "index" / "purged").exists()
+    assert page.relative_to(store.root).as_posix() in read_used(store)
+
+
+async def test_the_loop_purges_again_once_recordings_cross_max_size(tmp_path: Path) -> None:
+    store = Store(tmp_path / "cache")
+    path = put(store, "http://example.com/0", b"0" * 3000, T0) and store.path_for(
+        canonicalize("http://example.com/0")
+    )
+    size = path.stat().st_size
+    done: asyncio.Queue[PurgeResult] = asyncio.Queue()
+    loop = asyncio.create_task(
+        purge_loop(store, lambda: Limits(max_size=size * 3), tick=0.01, on_purge=done.put_nowait)
+    )
+    try:
+        first = await asyncio.wait_for(done.get(), 30)  # measures the cache at start
+        assert first.files_removed == 0 and first.bytes_after == size
+        for i in range(1, 4):  # the third crosses the limit
+            put(store, f"http://example.com/{i}", bytes([48 + i]) * 3000, T0)
+        second = await asyncio.wait_for(done.get(), 30)
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
+    assert second.files_before == 4 and second.files_removed == 2
+    assert second.bytes_after <= size * 3 * LOW_WATER
+    assert store.listeners == []  # the loop's size watch is gone with it

@@ -620,6 +620,11 @@ def purge(
 # --- under wwwproxy serve ----------------------------------------------------------------------
 
 
+#: what a recording's request record is counted as (its index lines give the length of the
+#: response only): an overestimate at worst, which purges a little early
+REQUEST_ESTIMATE = 1024
+
+
 class _Growth:
     """A store listener adding up the bytes recorded since the last purge measured the cache
     (this process's recordings: another process's are seen at the next daily purge)."""
@@ -629,9 +634,8 @@ class _Growth:
 
     def on_put(self, url: object, key: str, lines: list[CDXJRecord]) -> None:
         if self.total is not None:
-            self.total += sum(
-                n for n in (line.fields.get("rle") for line in lines) if isinstance(n, int)
-            )
+            lengths = (line.fields.get("rle") for line in lines)
+            self.total += REQUEST_ESTIMATE + sum(n for n in lengths if isinstance(n, int))
 
     def on_delete(self, keys: list[str], files: list[str]) -> None:
         """Deletes free space: the next measurement says how much."""
