@@ -6,6 +6,7 @@ every POST (password, form token: :mod:`.context`) and hands the request to its 
 answers HTML, or the same data as JSON with ``Accept: application/json`` or ``?format=json``.
 
 Pages (one module per family): ``/`` (:mod:`.welcome`), ``/index/`` (:mod:`.index`),
+``/index/lasttime/``, ``/index/prevtime<n>/`` and ``/index/lastout/`` (:mod:`.sessions`),
 ``/history/`` and ``/cache/`` (:mod:`.history`), ``/control/`` (:mod:`.control`),
 ``/outgoing/`` (:mod:`.outgoing`), ``/refresh/`` (:mod:`.refresh`), ``/monitor/``
 (:mod:`.monitor`), ``/delete/`` (:mod:`.delete`), ``/search/`` (:mod:`.search`), ``/config/``
@@ -37,6 +38,7 @@ from . import (
     outgoing,
     refresh,
     search,
+    sessions,
     welcome,
 )
 from .context import API_HEADER, Context, PageError
@@ -65,6 +67,8 @@ ROUTES: dict[str, Page] = {
     "/search/": search.page,
     "/config/": config.page,
     "/certificates/": certificates.page,
+    "/index/lastout/": sessions.lastout,
+    **dict.fromkeys(sessions.SESSION_PAGES, sessions.page),
 }
 
 

@@ -137,7 +137,13 @@ async def hosts_page(ctx: Context) -> web.StreamResponse:
         ]
         summary = (
             f'<p class="muted">{len(hosts)} hosts, {data["total_pages"]} pages, '
-            f"{esc(fmt_size(data['total_size']))}.</p>"
+            f"{esc(fmt_size(data['total_size']))}. What was fetched: "
+            + link("/index/lasttime/", "in the last online session")
+            + " · "
+            + link("/index/prevtime1/", "in the one before")
+            + " · "
+            + link("/index/lastout/", "by the last fetch of the queue")
+            + ".</p>"
         )
         return summary + table(
             [

@@ -15,6 +15,8 @@ __all__ = ["page"]
 
 _PAGES = (
     ("/index/", "Index", "the hosts in the cache and their pages"),
+    ("/index/lasttime/", "Last time", "what was fetched in the last online session (and before)"),
+    ("/index/lastout/", "Last out", "what the last fetch of the queue got"),
     ("/search/", "Search", "cached pages by words in their title, text or URL"),
     ("/history/", "History", "every capture of a URL, each viewable as it was"),
     ("/outgoing/", "Outgoing", "requests queued while offline"),
