@@ -26,6 +26,7 @@ from ruamel.yaml.util import load_yaml_guess_indent
 from ..config import Config, ConfigError, parse_config
 from ..fsutil import atomic_write
 from ..recording.upstream import tls_context
+from ..url.proxy import UpstreamProxy, shown_proxy
 from .context import Context, PageError
 from .template import esc, hidden
 
@@ -43,6 +44,16 @@ KEYS: dict[str, str] = {
     "connect_timeout": "seconds to wait for a server's connection",
     "read_timeout": "seconds to wait for a server's data",
     "finish_on_disconnect": "finish a download when the browser goes away (true/false)",
+    "finish_on_disconnect_max_kb": "... but only one of at most this many KiB, or (next key) "
+    "already that far along (empty: no size rule)",
+    "finish_on_disconnect_percent": "... or one of which at least this percentage has come "
+    "(empty: no percentage rule)",
+    "censor_request_headers": "request headers replaced on the way to servers, or removed "
+    'with "" (a mapping: {User-Agent: "...", Referer: ""})',
+    "record_credentials": "write Cookie and Authorization into the archive's request records "
+    "(false: only their digests)",
+    "replay_set_cookie": "send a copy's recorded Set-Cookie when serving it from the cache "
+    "(true/false)",
     "request_changed": "online, serve a cached copy without asking for at least this many "
     "seconds unless the server said no-cache (0: always ask)",
     "keep_good_copy": "a 4xx/5xx answer is recorded but the good cached copy stays the one "
@@ -50,6 +61,9 @@ KEYS: dict[str, str] = {
     "fetch_on_online": "switching online fetches the queued requests at once (true/false)",
     "memory_cache_mb": "MiB of recently served pages (each up to 1 MiB) answered from memory "
     "(0: off)",
+    "max_connections": "open browser connections in all; more are answered 503 (0: no cap)",
+    "max_client_connections": "open connections from one client address; more are answered "
+    "503 (0: no cap)",
     "freshness": "serve a cached copy without asking while it is younger than max_age seconds "
     "(a list of {pattern, max_age})",
     "urldb": "the URL database directory",
@@ -57,6 +71,11 @@ KEYS: dict[str, str] = {
     "patterns: *, example.com, *.example.com)",
     "https_bypass": "hosts never decrypted, even when https_intercept matches (a list)",
     "upstream_ca": "a PEM file of extra certificate authorities trusted for upstream TLS",
+    "upstream_proxy": "the proxy origins are reached through, http://[user:password@]host:port "
+    "(unset: the http_proxy/https_proxy environment variables; direct: none; a password is "
+    "never shown: type the whole URL to change it)",
+    "no_proxy": "hosts reached directly, not through the upstream proxy (a list of patterns; "
+    "unset: the no_proxy environment variable)",
 }
 #: Keys saved now that take effect only when the proxy is restarted.
 RESTART_KEYS = ("listen", "cache")
@@ -75,15 +94,29 @@ def effective(config: Config) -> dict[str, Any]:
         "connect_timeout": config.connect_timeout,
         "read_timeout": config.read_timeout,
         "finish_on_disconnect": config.finish_on_disconnect,
+        "finish_on_disconnect_max_kb": config.finish_on_disconnect_max_kb,
+        "finish_on_disconnect_percent": config.finish_on_disconnect_percent,
+        "censor_request_headers": [
+            f"{name}: {value}" if value else f"{name}: (removed)"
+            for name, value in config.censor_request_headers
+        ],
+        "record_credentials": config.record_credentials,
+        "replay_set_cookie": config.replay_set_cookie,
         "request_changed": config.request_changed,
         "keep_good_copy": config.keep_good_copy,
         "fetch_on_online": config.fetch_on_online,
         "memory_cache_mb": config.memory_cache_mb,
+        "max_connections": config.max_connections,
+        "max_client_connections": config.max_client_connections,
         "freshness": [{"pattern": r.pattern, "max_age": r.max_age} for r in config.freshness],
         "urldb": str(config.urldb),
         "https_intercept": list(config.https_intercept),
         "https_bypass": list(config.https_bypass),
         "upstream_ca": str(config.upstream_ca) if config.upstream_ca is not None else None,
+        "upstream_proxy": (
+            shown_proxy(config.upstream_proxy) if config.upstream_proxy is not None else None
+        ),
+        "no_proxy": list(config.no_proxy) if config.no_proxy is not None else None,
     }
 
 
@@ -140,6 +173,18 @@ def _push_trailing(parent: CommentedMap, key: str, node: object, token: Any) -> 
     entry[2] = token
 
 
+def _block_style_like(value: object, old: object) -> None:
+    """A list or mapping written back in block style, one item a line, as the commented file
+    writes them (what a form field holds is usually typed as ``[a, b]``), unless the file had
+    this key as a non-empty flow collection (``connect_ports: [443]``).  Empty ones stay
+    ``[]``/``{}`` (the only way to write them)."""
+    if not isinstance(value, CommentedMap | CommentedSeq) or not value:
+        return
+    if isinstance(old, CommentedMap | CommentedSeq) and old and old.fa.flow_style():
+        return
+    value.fa.set_block_style()
+
+
 def _yaml_problem(exc: YAMLError) -> str:
     """A parser's complaint on one line: what is wrong and where (ruamel's own text spans
     several lines and names an internal "<unicode string>")."""
@@ -176,7 +221,9 @@ def edit_config_text(text: str, key: str, value_text: str, source: str) -> tuple
         raise ConfigError(
             f"the new value of {key!r} is not valid YAML: {_yaml_problem(exc)}"
         ) from None
-    token = _pop_trailing(data[key]) if key in data else None
+    old = data.get(key)
+    token = _pop_trailing(old) if key in data else None
+    _block_style_like(value, old)
     data[key] = value
     _push_trailing(data, key, value, token)
     out = io.StringIO()
@@ -206,6 +253,14 @@ def _in_force(value: object) -> str:
     return str(value)
 
 
+def _has_credentials(value: object) -> bool:
+    """An upstream_proxy value with a password or user name in it (never shown)."""
+    try:
+        return isinstance(value, str) and UpstreamProxy.parse(value).authorization is not None
+    except ValueError:
+        return "@" in str(value)
+
+
 def _file_values(path: Path | None) -> tuple[dict[str, str], str | None]:
     """Each top-level key's value in the file as YAML text, or the problem reading it."""
     if path is None:
@@ -221,7 +276,7 @@ def _file_values(path: Path | None) -> tuple[dict[str, str], str | None]:
         return {}, f"{path}: not valid YAML: {_yaml_problem(exc)}"
     values = {}
     for key, value in (data or {}).items():
-        if key == "password":
+        if key == "password" or (key == "upstream_proxy" and _has_credentials(value)):
             values[key] = ""
             continue
         if value is None:
