@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,51 @@ def test_parse_hostport(text: str, expected: tuple[str, int]) -> None:
 def test_parse_hostport_rejects(text: str) -> None:
     with pytest.raises(ValueError):
         parse_hostport(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("max_size: 2 GiB\n", 2 * 2**30),
+        ("max_size: 500MB\n", 500 * 10**6),
+        ("max_size: 1.5G\n", 3 * 2**29),
+        ("max_size: 4096\n", 4096),
+        ("max_size: 0\n", 0),
+        ("max_size: ''\n", 0),
+        ("max_size:\n", 0),
+    ],
+)
+def test_max_size_takes_units(text: str, expected: int) -> None:
+    assert parse_config(text).max_size == expected
+
+
+def test_purge_keys() -> None:
+    assert (Config().max_size, Config().keep_captures, Config().purge_after_days) == (0, 5, ())
+    config = parse_config(
+        "keep_captures: 0\npurge_after_days:\n  - pattern: '\\.jpg$'\n    days: 30\n"
+        "  - pattern: .\n    days: 0.5\n"
+    )
+    assert config.keep_captures == 0
+    assert [(r.pattern, r.days) for r in config.purge_after_days] == [("\\.jpg$", 30), (".", 0.5)]
+    assert config.purge_after_days[0].regex.search("http://h/a.jpg")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("max_size: lots\n", "x.yaml:1: key 'max_size': expected a size such as 2 GiB"),
+        ("max_size: -1\n", "x.yaml:1: key 'max_size': expected a size"),
+        ("\nkeep_captures: -2\n", "x.yaml:2: key 'keep_captures': expected a whole number"),
+        ("keep_captures: 1.5\n", "x.yaml:1: key 'keep_captures'"),
+        ("purge_after_days:\n  - pattern: '('\n    days: 1\n", "x.yaml:2: key 'purge_after_days'"),
+        ("purge_after_days:\n  - pattern: x\n    days: 0\n", "days must be a number of days > 0"),
+        ("purge_after_days:\n  - pattern: x\n", "exactly 'pattern' and 'days'"),
+        ("purge_after_days: 30\n", "x.yaml:1: key 'purge_after_days': expected a list"),
+    ],
+)
+def test_bad_purge_keys_are_refused_with_place(text: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        parse_config(text, "x.yaml")
 
 
 def test_errors_are_one_line_each_with_one_place() -> None:

@@ -589,8 +589,9 @@ def parse_config(text: str, source: str = "<string>") -> Config:
             else:
                 values[key] = _KEYS[key](raw)
         except ValueError as exc:
-            # rule problems already name their item's line
-            problems.append(str(exc) if key in _RULE_KEYS else f"{where}: key {key!r}: {exc}")
+            # a rule's problems name its item's line; the rest (not a list) the key's
+            placed = key in _RULE_KEYS and str(exc).startswith(source)
+            problems.append(str(exc) if placed else f"{where}: key {key!r}: {exc}")
     if problems:
         raise ConfigError("\n".join(problems))
     return Config(**values)
