@@ -128,6 +128,15 @@ def test_rule2_local_urls_name_the_proxy() -> None:
     assert not canonicalize("http://localhost:8080/").local
 
 
+@pytest.mark.parametrize("empty", ["", " \t\n", "#", "#only", " #frag", b"", b"\x00#x"])
+def test_rule1_2_4_6_nothing_but_a_fragment_is_the_proxys_root(empty: str | bytes) -> None:
+    """Nothing left once the fragment is dropped: no scheme (http), no host (the proxy's
+    own), no path (``/``): the proxy's root, as WWWOFFLE has it."""
+    url = canonicalize(empty)
+    assert url.local and url.canonical == url.file == "http://localhost:8080/"
+    assert canon(empty, local_host="proxy.lan:3128") == "http://proxy.lan:3128/"
+
+
 # --- 3. userinfo ---------------------------------------------------------------------------------
 
 
@@ -519,9 +528,6 @@ def test_error_messages_say_what_and_where() -> None:
         canonicalize("http://example.com:8o80/x")
     assert info.value.reason == "port '8o80' is not a decimal number"
     assert "http://example.com:8o80/x" in str(info.value)
-    invalid("", "empty")
-    invalid(" \t\n", "empty")
-    invalid("#frag", "empty")
     invalid("http://example.com/\ud800", "surrogate")
 
 

@@ -66,6 +66,17 @@ KEYS: dict[str, str] = {
     "503 (0: no cap)",
     "freshness": "serve a cached copy without asking while it is younger than max_age seconds "
     "(a list of {pattern, max_age})",
+    "dont_get": "URL patterns never fetched: answered at once with an empty image, script or "
+    "stylesheet, or a short page (a list: example.com, *.example.com, */track.gif, "
+    "example.com/ads/*)",
+    "dont_get_status": "the status of the answer to a dont_get URL (200 to 599)",
+    "blocklist": "hosts-file or AdBlock-domain files whose hosts are added to dont_get (a file "
+    "or a list of files; read again on each reload)",
+    "dont_cache": "URL patterns fetched online but never recorded nor served from the cache "
+    "(a list)",
+    "dont_queue": "URL patterns whose offline misses are not queued (a list)",
+    "local_net": "URL patterns of the local network: fetched directly, offline too, never "
+    "recorded (a list)",
     "urldb": "the URL database directory",
     "https_intercept": "hosts whose HTTPS is decrypted, recorded and served offline (a list of "
     "patterns: *, example.com, *.example.com)",
@@ -109,6 +120,12 @@ def effective(config: Config) -> dict[str, Any]:
         "max_connections": config.max_connections,
         "max_client_connections": config.max_client_connections,
         "freshness": [{"pattern": r.pattern, "max_age": r.max_age} for r in config.freshness],
+        "dont_get": list(config.dont_get),
+        "dont_get_status": config.dont_get_status,
+        "blocklist": [str(p) for p in config.blocklist],
+        "dont_cache": list(config.dont_cache),
+        "dont_queue": list(config.dont_queue),
+        "local_net": list(config.local_net),
         "urldb": str(config.urldb),
         "https_intercept": list(config.https_intercept),
         "https_bypass": list(config.https_bypass),

@@ -371,7 +371,8 @@ def canonicalize(url: str | bytes, *, local_host: str = DEFAULT_LOCAL_HOST) -> U
     """Parse any URL string (text or raw bytes) into its canonical :class:`URL`.
 
     ``local_host`` is the proxy's own ``host[:port]``: path-only URLs (``/index/``) and URLs
-    with an empty host name it.  Raises :class:`InvalidURL`, and nothing else, for bad input.
+    with an empty host name it, and so does an empty one (``""``, ``#only``: its root).  Raises
+    :class:`InvalidURL`, and nothing else, for bad input.
     """
     if not isinstance(url, (str, bytes)):
         raise TypeError(f"canonicalize() takes str or bytes, not {type(url).__name__}")
@@ -385,7 +386,9 @@ def _canonicalize(url: str | bytes, local_host: str) -> URL:
     if hash_at >= 0:
         text = text[:hash_at]
     if not text:
-        raise InvalidURL(url, "it is empty")
+        # nothing, or only a fragment: no scheme (http), no host (the proxy's own), no path
+        # (``/``): the proxy's root, as WWWOFFLE has it
+        text = "/"
 
     proto = "http"
     if text.startswith("/"):
