@@ -21,6 +21,7 @@ from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
 from .http.filters import parse_pattern
+from .http.modify_html import ModifyHTMLRule
 from .url.proxy import UpstreamProxy
 
 __all__ = [
@@ -61,20 +62,6 @@ class PurgeRule:
     pattern: str
     days: float
     regex: re.Pattern[str] = field(compare=False, repr=False)
-
-
-@dataclass(frozen=True)
-class ModifyHTMLRule:
-    """How HTML pages of URLs matching ``pattern`` are changed when served from the cache
-    (WWWOFFLE's ModifyHTML): links marked cached / not cached, scripts, meta refresh and
-    new-window targets made inert.  The archive keeps what the server sent."""
-
-    pattern: str
-    regex: re.Pattern[str] = field(compare=False, repr=False)
-    mark_links: bool = True
-    disable_scripts: bool = False
-    disable_meta_refresh: bool = False
-    disable_popups: bool = False
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,16 @@ out only.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from ..config import ModifyHTMLRule
 from .headers import Headers
 
 __all__ = [
     "CACHED_CLASS",
     "MAX_HTML",
+    "ModifyHTMLRule",
     "SCRIPTS_OFF_POLICY",
     "STYLE",
     "UNCACHED_CLASS",
@@ -54,6 +56,21 @@ SCRIPTS_OFF_POLICY = "script-src 'none'"
 INERT_REFRESH = "x-wwwproxy-disabled-refresh"
 #: pages larger than this (decoded) are served as they are: the rewrite holds the page
 MAX_HTML = 8 * 2**20
+
+
+@dataclass(frozen=True)
+class ModifyHTMLRule:
+    """How HTML pages of URLs matching ``pattern`` are changed when served from the cache
+    (the ``modify_html`` config key; WWWOFFLE's ModifyHTML): links marked cached / not cached,
+    scripts, meta refresh and new-window targets made inert."""
+
+    pattern: str
+    regex: re.Pattern[str] = field(compare=False, repr=False)
+    mark_links: bool = True
+    disable_scripts: bool = False
+    disable_meta_refresh: bool = False
+    disable_popups: bool = False
+
 
 _SAME_WINDOW = frozenset({"", "_self", "_parent", "_top"})
 _LINKS = ("a", "area")
