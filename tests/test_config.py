@@ -263,3 +263,71 @@ def test_bad_modify_html_rules_are_refused_with_place(text: str, message: str) -
     with pytest.raises(ConfigError) as info:
         parse_config(text, "x.yaml")
     assert message in str(info.value)
+
+
+def test_filter_keys(tmp_path: Path) -> None:
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("0.0.0.0 ads.example\n")
+    adblock = tmp_path / "adblock.txt"
+    adblock.write_text("||tracker.example^\n")
+    config = parse_config(
+        f"""
+dont_get: ['*.doubleclick.net', 'example.com/ads/*', '*/track.gif']
+dont_get_status: 204
+blocklist: [{hosts}, {adblock}]
+dont_cache: ['https://bank.example']
+dont_queue: ['*/*.iso']
+local_net: ['*.lan', '192.168.1.1:8080']
+"""
+    )
+    assert config.dont_get == ("*.doubleclick.net", "example.com/ads/*", "*/track.gif")
+    assert config.dont_get_status == 204
+    assert config.blocklist == (hosts, adblock)
+    assert (config.dont_cache, config.dont_queue) == (("https://bank.example",), ("*/*.iso",))
+    assert config.local_net == ("*.lan", "192.168.1.1:8080")
+    assert parse_config(f"blocklist: {hosts}\n").blocklist == (hosts,)  # one file
+    assert Config().dont_get_status == 200 and Config().blocklist == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("dont_get: ['ads*.example.com']\n", "1: key 'dont_get': bad pattern 'ads*.example.com'"),
+        ("\ndont_cache: ['ftp://x']\n", "2: key 'dont_cache': bad pattern 'ftp://x'"),
+        ("dont_queue: 'x.example'\n", "1: key 'dont_queue': expected a list"),
+        ("local_net: ['a.lan:99999']\n", "1: key 'local_net': bad pattern"),
+        ("dont_get_status: 304\n", "1: key 'dont_get_status': 304"),
+        ("dont_get_status: 99\n", "1: key 'dont_get_status': expected an HTTP status"),
+        ("blocklist: /no/such/list.txt\n", "1: key 'blocklist': '/no/such/list.txt' is not"),
+        ("blocklist: [1]\n", "1: key 'blocklist': expected a string"),
+    ],
+)
+def test_bad_filter_keys_are_refused_with_place(text: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        parse_config(text, "x.yaml")
+
+
+def test_allowed_clients_take_names_addresses_and_ranges() -> None:
+    config = parse_config("allowed_clients: [localhost, 10.0.0.5, '::1', 192.168.0.0/16]\n")
+    nets = config.allowed_clients
+    assert ipaddress.ip_address("127.0.0.1") in nets[0]  # localhost, resolved at load
+    assert ipaddress.ip_network("10.0.0.5/32") in nets
+    assert ipaddress.ip_network("::1/128") in nets
+    assert ipaddress.ip_network("192.168.0.0/16") in nets
+    assert ipaddress.ip_address("10.0.0.6") not in ipaddress.ip_network("10.0.0.5/32")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        # a label over 63 bytes: refused without asking any name server
+        (f"allowed_clients: [{'a' * 64}.example]\n", "does not resolve"),
+        ("allowed_clients: [10.0.0.0/33]\n", "bad network '10.0.0.0/33'"),
+        ("allowed_clients: ['not a host']\n", "bad network 'not a host'"),
+    ],
+)
+def test_bad_allowed_clients_are_refused_with_place(text: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape("x.yaml:1: key 'allowed_clients': ")):
+        parse_config(text, "x.yaml")
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        parse_config(text, "x.yaml")
