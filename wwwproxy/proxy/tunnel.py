@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from ..http.policy import Mode
+from ..recording.upstream import UpstreamProxy
 from ..url import InvalidURL, canonicalize
 from .certs import should_intercept
 from .intercept import Target
@@ -19,10 +20,11 @@ from .pages import page_response
 if TYPE_CHECKING:
     from .server import ProxyServer
 
-__all__ = ["parse_connect_target", "tunnel"]
+__all__ = ["connect_request", "parse_connect_reply", "parse_connect_target", "tunnel"]
 
 CHUNK = 64 * 1024
 _AUTHORITY = re.compile(r"(\[[^\]/@]*\]|[^\[\]:/@?#]+):([0-9]{1,5})")
+_STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([0-9]{3})(?: ([^\r\n]*))?")
 
 
 def parse_connect_target(target: str) -> tuple[str, int]:
@@ -40,6 +42,47 @@ def parse_connect_target(target: str) -> tuple[str, int]:
         raise ValueError(exc.reason) from None
     host = url.host
     return (host[1:-1] if host.startswith("[") else host), port
+
+
+def connect_request(host: str, port: int, proxy: UpstreamProxy) -> bytes:
+    """The CONNECT an upstream proxy is sent for a tunnel to ``host:port`` (with its
+    credentials, which go to that proxy only)."""
+    authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    lines = [f"CONNECT {authority} HTTP/1.1", f"Host: {authority}"]
+    if proxy.authorization is not None:
+        lines.append(f"Proxy-Authorization: {proxy.authorization}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
+
+
+def parse_connect_reply(head: bytes) -> tuple[int, str]:
+    """Status and reason of an upstream proxy's answer to CONNECT; ValueError if it is not
+    an HTTP/1.x answer."""
+    match = _STATUS_LINE.match(head)
+    if match is None:
+        shown = head.split(b"\r\n", 1)[0][:80].decode("latin-1")
+        raise ValueError(f"it did not answer in HTTP ({shown!r})")
+    return int(match.group(1)), (match.group(2) or b"").decode("latin-1").strip()
+
+
+async def _open_via(
+    proxy: UpstreamProxy, host: str, port: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A tunnel to ``host:port`` through the upstream proxy; ValueError says why it refused.
+    Bytes it sent after its answer stay in the reader: they are the origin's."""
+    reader, writer = await asyncio.open_connection(proxy.host.strip("[]"), proxy.port)
+    try:
+        writer.write(connect_request(host, port, proxy))
+        head = await reader.readuntil(b"\r\n\r\n")
+        status, reason = parse_connect_reply(head)
+        if not 200 <= status < 300:
+            raise ValueError(f"it refused the tunnel ({status} {reason})".rstrip())
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
+        writer.close()
+        raise ValueError("it closed the connection without answering") from exc
+    except BaseException:
+        writer.close()
+        raise
+    return reader, writer
 
 
 class _ClientFeed:
@@ -113,16 +156,23 @@ async def tunnel(request: web.Request, server: ProxyServer) -> web.StreamRespons
             f"wwwproxy is offline: the secure connection to <code>{html.escape(target)}</code> "
             "cannot be made, and encrypted traffic is not cached.",
         )
+    proxy = server.services.engine.proxies.for_host("https", host)
     try:
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host, port), server.config.connect_timeout
+            asyncio.open_connection(host, port) if proxy is None else _open_via(proxy, host, port),
+            server.config.connect_timeout,
         )
-    except (TimeoutError, OSError) as exc:
-        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+    except (TimeoutError, OSError, ValueError) as exc:
+        if isinstance(exc, TimeoutError):
+            reason = "timed out"
+        else:
+            reason = str(exc) if isinstance(exc, ValueError) else (exc.strerror or str(exc))
+        via = "" if proxy is None else f" through the upstream proxy {proxy.address}"
         return page_response(
             502,
             "Bad gateway",
-            f"Could not connect to <code>{html.escape(target)}</code>: {html.escape(reason)}.",
+            f"Could not connect to <code>{html.escape(target)}</code>{html.escape(via)}: "
+            f"{html.escape(reason)}.",
         )
     from_client = asyncio.StreamReader(limit=CHUNK)
     if request.transport is not None:

@@ -12,7 +12,7 @@ import aiohttp
 from aiohttp import web
 
 from ..recording.services import Services
-from ..recording.upstream import describe_error
+from ..recording.upstream import describe_error, describe_proxy_error, proxy_arguments
 from ..url import URL
 from .pages import page_response
 
@@ -40,13 +40,18 @@ async def relay_websocket(request: web.Request, url: URL, services: Services) ->
     protocols = [
         p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()
     ]
-    headers = {k: v for k, v in request.headers.items() if k.lower() in _FORWARDED}
+    headers = [(k, v) for k, v in request.headers.items() if k.lower() in _FORWARDED]
+    proxy = services.engine.proxies.for_url(url)
+    headers, via = proxy_arguments(proxy, url.proto == "https", headers)
+    # a proxy is sent an http:// URL (the scheme proxies know; aiohttp would send ws://)
+    address = url.canonical if proxy is not None and url.proto == "http" else target
     try:
         upstream = await services.engine.session.ws_connect(
-            target, protocols=protocols, headers=headers, max_msg_size=0, heartbeat=None
+            address, protocols=protocols, headers=headers, max_msg_size=0, heartbeat=None, **via
         )
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        reason, status = describe_error(exc)
+        described = describe_proxy_error(exc, proxy) if proxy is not None else None
+        reason, status = described or describe_error(exc)
         if isinstance(exc, aiohttp.WSServerHandshakeError):
             reason = f"the server refused the WebSocket ({exc.status})"
         return page_response(

@@ -17,6 +17,7 @@ from collections.abc import Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.request import getproxies_environment
 
 from ..archive.outgoing import OutgoingQueue
 from ..archive.sessions import SessionLog
@@ -27,7 +28,7 @@ from ..http.policy import Mode, max_age_for
 from ..url import URL
 from ..url.canonical import DEFAULT_PORTS
 from .engine import Engine
-from .upstream import UpstreamTimeouts, tls_context
+from .upstream import UpstreamTimeouts, proxy_settings, tls_context
 
 if TYPE_CHECKING:
     from ..archive.search import SearchIndex
@@ -181,6 +182,8 @@ class Services:
             finish_on_disconnect=config.finish_on_disconnect,
             ssl_context=tls,
         )
+        # the upstream proxy (upstream_proxy, else http_proxy/https_proxy), never ourselves
+        self.engine.proxies = proxy_settings(config, getproxies_environment(), self.is_own)
         self.store.memory.resize(config.memory_cache_mb * 2**20)
 
     def _tls(self, config: Config) -> ssl.SSLContext | None:

@@ -7,31 +7,43 @@ bytes the browser received, with their Content-Encoding, so a replay is byte-ide
 from __future__ import annotations
 
 import asyncio
-import base64
+import logging
 import os
 import re
 import socket
 import ssl
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
-from urllib.parse import unquote_to_bytes
+from typing import Any, Protocol
 
 import aiohttp
 from aiohttp import http_writer
 from yarl import URL as YURL
 
-from ..url import URL
+from ..config import Config
+from ..url import URL, canonicalize
+from ..url.hosts import host_matches
+from ..url.proxy import UpstreamProxy, basic_authorization, no_proxy_patterns
 
 __all__ = [
+    "DIRECT",
+    "ProxySettings",
     "UpstreamError",
+    "UpstreamProxy",
     "UpstreamTimeouts",
     "basic_authorization",
+    "describe_error",
+    "describe_proxy_error",
     "new_session",
+    "no_proxy_patterns",
     "open_upstream",
+    "proxy_arguments",
+    "proxy_settings",
     "serialize_head",
     "upstream_url",
 ]
+
+log = logging.getLogger("wwwproxy.recording")
 
 
 class UpstreamError(Exception):
@@ -156,13 +168,81 @@ def upstream_url(url: URL) -> YURL:
     return YURL(url.canonical, encoded=True)
 
 
-def basic_authorization(url: URL) -> str | None:
-    """The ``Authorization`` value for credentials in the URL (RFC 7617), from the bytes the
-    URL holds, as browsers send them (UTF-8 for non-ASCII text); None without credentials."""
-    if url.user is None:
+# --- the upstream proxy ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    """Which proxy a request goes through: ``http`` for http URLs, ``https`` for https URLs
+    and CONNECT tunnels, none for a host that matches ``no_proxy``.  ``source`` says where
+    they came from (the config key, the environment, or none)."""
+
+    http: UpstreamProxy | None = None
+    https: UpstreamProxy | None = None
+    no_proxy: tuple[str, ...] = ()
+    source: str = "none"
+
+    def for_host(self, proto: str, host: str) -> UpstreamProxy | None:
+        proxy = self.https if proto == "https" else self.http if proto == "http" else None
+        if proxy is None or any(host_matches(p, host) for p in self.no_proxy):
+            return None
+        return proxy
+
+    def for_url(self, url: URL) -> UpstreamProxy | None:
+        return self.for_host(url.proto, url.host)
+
+
+DIRECT = ProxySettings()
+
+
+def proxy_settings(
+    config: Config,
+    environ: Mapping[str, str],
+    is_own: Callable[[URL], bool] = lambda url: False,
+) -> ProxySettings:
+    """The proxies of ``config``: its ``upstream_proxy`` (``direct``: none), or when that is
+    unset the ``http_proxy``/``https_proxy`` environment variables as
+    :func:`urllib.request.getproxies_environment` reads them (``environ``: its mapping of
+    scheme to URL, ``no`` for ``no_proxy``).  ``no_proxy`` likewise, from the config or the
+    environment.  A proxy that is this proxy itself (``is_own``: a shell that exported
+    ``http_proxy`` pointing at wwwproxy for its tools, then started it) would forward every
+    request back to itself: it is left out, with a warning, as is an environment value that
+    is not an http proxy."""
+    if config.upstream_proxy == "direct":
+        return DIRECT
+    no_proxy = config.no_proxy
+    if no_proxy is None:
+        no_proxy, skipped = no_proxy_patterns(environ.get("no", ""))
+        if skipped:
+            log.warning("no_proxy: entries that are not host names ignored: %s", ", ".join(skipped))
+    if config.upstream_proxy is not None:
+        proxy = _usable(UpstreamProxy.parse(config.upstream_proxy), "upstream_proxy", is_own)
+        settings = ProxySettings(proxy, proxy, no_proxy, "upstream_proxy")
+    else:
+        found = {}
+        for scheme in ("http", "https"):
+            value = environ.get(scheme)
+            if not value:
+                continue
+            try:
+                found[scheme] = _usable(UpstreamProxy.parse(value), f"{scheme}_proxy", is_own)
+            except ValueError as exc:
+                log.warning("the %s_proxy environment variable is ignored: %s", scheme, exc)
+        if not any(found.values()):
+            return DIRECT
+        settings = ProxySettings(found.get("http"), found.get("https"), no_proxy, "environment")
+    return settings if settings.http or settings.https else DIRECT
+
+
+def _usable(proxy: UpstreamProxy, name: str, is_own: Callable[[URL], bool]) -> UpstreamProxy | None:
+    if is_own(canonicalize(f"http://{proxy.address}/")):
+        log.warning(
+            "%s %s is this proxy itself: requests go to the origin servers directly",
+            name,
+            proxy.address,
+        )
         return None
-    credentials = unquote_to_bytes(url.user) + b":" + unquote_to_bytes(url.password or "")
-    return "Basic " + base64.b64encode(credentials).decode("ascii")
+    return proxy
 
 
 def describe_error(exc: BaseException) -> tuple[str, int]:
@@ -197,14 +277,48 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
     return f"{type(exc).__name__}: {exc}", 502
 
 
+def proxy_arguments(
+    proxy: UpstreamProxy | None, secure: bool, headers: list[tuple[str, str]]
+) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    """The headers and aiohttp keywords of a request through ``proxy`` (None: direct).  Its
+    credentials go to the proxy only: on the CONNECT for an https (or wss) URL, and for a
+    plain one on the request the proxy itself reads (aiohttp sends ``proxy_headers`` only
+    on a CONNECT).  The browser's own Proxy-Authorization was for wwwproxy and is never
+    forwarded (a hop-by-hop header)."""
+    if proxy is None:
+        return headers, {}
+    arguments: dict[str, Any] = {"proxy": YURL(f"http://{proxy.address}", encoded=True)}
+    if proxy.authorization is not None:
+        if secure:
+            arguments["proxy_headers"] = {"Proxy-Authorization": proxy.authorization}
+        else:
+            headers = [*headers, ("Proxy-Authorization", proxy.authorization)]
+    return headers, arguments
+
+
+def describe_proxy_error(exc: BaseException, proxy: UpstreamProxy) -> tuple[str, int] | None:
+    """What went wrong between us and the upstream proxy (None: the error is the origin's),
+    naming the proxy so the page says which hop failed."""
+    where = f"the upstream proxy {proxy.address}"
+    if isinstance(exc, aiohttp.ClientProxyConnectionError):
+        return f"{where} could not be reached ({describe_error(exc)[0]})", 502
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        return f"{where} refused the connection ({exc.status} {exc.message})", 502
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return f"the connection to {where} timed out", 504
+    return None
+
+
 async def open_upstream(
     session: aiohttp.ClientSession,
     method: str,
     url: URL,
     headers: list[tuple[str, str]],
     body: bytes | None,
+    proxy: UpstreamProxy | None = None,
 ) -> aiohttp.ClientResponse:
-    """Send the request and return the response with its body not yet read.
+    """Send the request (through ``proxy``, when there is one) and return the response with
+    its body not yet read.  The request is the origin's either way: what the engine records.
 
     Raises :class:`UpstreamError` with a readable reason for any failure to connect or answer.
     """
@@ -212,6 +326,7 @@ async def open_upstream(
     authorization = basic_authorization(url)
     if authorization is not None and not any(n.lower() == "authorization" for n, _ in headers):
         headers = [*headers, ("Authorization", authorization)]
+    headers, via = proxy_arguments(proxy, url.proto == "https", headers)
     try:
         response = await session.request(
             method,
@@ -219,11 +334,22 @@ async def open_upstream(
             headers=headers,
             data=body if body else None,
             allow_redirects=False,
+            **via,
         )
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-        reason, status = describe_error(exc)
+        described = describe_proxy_error(exc, proxy) if proxy is not None else None
+        reason, status = described or describe_error(exc)
         untrusted = isinstance(exc, aiohttp.ClientSSLError)
         raise UpstreamError(url.canonical, reason, status, untrusted=untrusted) from exc
+    if response.status == 407 and proxy is not None:
+        # the proxy's answer, not the origin's: never relayed (the browser would ask for
+        # wwwproxy's credentials) nor recorded as the page
+        response.close()
+        raise UpstreamError(
+            url.canonical,
+            f"the upstream proxy {proxy.address} asks for credentials (407): give them in "
+            "upstream_proxy as http://user:password@host:port",
+        )
     if response.status == 101:
         # The Upgrade header is hop-by-hop and was not forwarded, so this is the server's
         # error; relayed, it would leave the browser waiting on a connection nobody speaks on.
