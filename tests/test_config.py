@@ -265,6 +265,31 @@ def test_bad_modify_html_rules_are_refused_with_place(text: str, message: str) -
     assert message in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("upstream_proxy: https://p:1\n", "1: key 'upstream_proxy': a https:// proxy"),
+        ("upstream_proxy: http://p:1/x\n", "1: key 'upstream_proxy': a proxy URL is"),
+        ("upstream_proxy: [a]\n", "1: key 'upstream_proxy': expected a string"),
+        ("\nno_proxy: [bad/pattern]\n", "2: key 'no_proxy': bad host pattern"),
+    ],
+)
+def test_bad_upstream_proxy_is_refused_with_place(text: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match=problem):
+        parse_config(text, "x.yaml")
+
+
+def test_upstream_proxy_keys() -> None:
+    config = parse_config(
+        "upstream_proxy: http://u:p@proxy:3128\nno_proxy: ['*.lan', '10.1.2.3']\n"
+    )
+    assert config.upstream_proxy == "http://u:p@proxy:3128"
+    assert config.no_proxy == ("*.lan", "10.1.2.3")
+    assert parse_config("upstream_proxy: direct\n").upstream_proxy == "direct"
+    assert parse_config("upstream_proxy:\n").upstream_proxy is None
+    assert parse_config("").no_proxy is None
+
+
 def test_filter_keys(tmp_path: Path) -> None:
     hosts = tmp_path / "hosts.txt"
     hosts.write_text("0.0.0.0 ads.example\n")
