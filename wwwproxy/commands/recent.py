@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import json
+import re
 from collections.abc import Iterable
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..archive.cdxj import CDXJError, CDXJRecord
 from ..archive.store import Store
@@ -25,6 +27,7 @@ __all__ = ["MAX_RECENT", "Capture", "Recent", "captures_between"]
 
 MAX_RECENT = 100_000
 _TYPES = ("response", "revisit")
+_TYPES_B = (b"response", b"revisit")
 
 
 class Capture(NamedTuple):
@@ -50,19 +53,60 @@ class Capture(NamedTuple):
         }
 
 
-def _capture(record: CDXJRecord) -> Capture:
-    fields = record.fields
-    status = fields.get("hsc", 200)
-    ple = fields.get("ple")
-    revisit = record.record_type == "revisit"
-    return Capture(
-        record.timestamp,
-        fields["uri"],
-        status if type(status) is int else None,
+def _from_fields(timestamp: str, kind: str, fields: dict[str, Any]) -> Capture | None:
+    uri, status, mime, ple = (
+        fields.get("uri"),
+        fields.get("hsc", 200),
         fields.get("mct"),
-        record.record_type,
-        ple if type(ple) is int and not revisit else None,
+        fields.get("ple"),
     )
+    if not isinstance(uri, str):
+        return None
+    return Capture(
+        timestamp,
+        uri,
+        status if type(status) is int else None,
+        mime if isinstance(mime, str) else None,
+        kind,
+        ple if type(ple) is int and kind != "revisit" else None,
+    )
+
+
+def _capture(record: CDXJRecord) -> Capture | None:
+    return _from_fields(record.timestamp, record.record_type, record.fields)
+
+
+#: a timestamp as the index writes it (others are normalized by the full parser first)
+_CANONICAL_TS = re.compile(rb"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
+
+
+def _line_capture(raw: bytes, since: str) -> Capture | None:
+    """The capture of an index line from ``since`` on (None: earlier, another type, not a
+    line).  A line as the index writes it costs a JSON parse; any other goes the full way."""
+    parts = raw.split(b" ", 3)
+    if len(parts) < 4 or raw.startswith(b"!"):
+        return None
+    if parts[1][:10] < since[:10].encode():  # any precision: its date is earlier
+        return None
+    kind = parts[2]
+    if _CANONICAL_TS.fullmatch(parts[1]):
+        if kind not in _TYPES_B:
+            return None
+        timestamp = parts[1].decode()
+        if timestamp < since:
+            return None
+        try:
+            fields = json.loads(parts[3])
+        except ValueError:
+            return None
+        return _from_fields(timestamp, kind.decode(), fields) if isinstance(fields, dict) else None
+    try:
+        record = CDXJRecord.parse_line(raw)
+    except CDXJError:
+        return None
+    if record.record_type not in _TYPES or record.timestamp < since:
+        return None
+    return _capture(record)
 
 
 def _order_key(capture: Capture) -> tuple[str, str, str]:
@@ -91,7 +135,9 @@ class Recent:
             return
         for record in records:
             if record.record_type in _TYPES and record.timestamp >= self.since:
-                self._take(_capture(record))
+                capture = _capture(record)
+                if capture is not None:
+                    self._take(capture)
 
     def drop(self) -> None:
         self.asked = None
@@ -116,27 +162,20 @@ class Recent:
             with contextlib.suppress(OSError), open(path, "rb", buffering=1 << 20) as f:
                 yield from f
 
-    def ensure(self, since: str) -> None:
-        """Have every capture from ``since`` on (made from the index files if need be)."""
+    def ensure(self, since: str, oldest: str = "") -> None:
+        """Have every capture from ``since`` on (made from the index files if need be), and
+        none from before ``oldest`` (the oldest session kept) any more."""
         if self.asked is not None and since >= self.asked:
-            if since > self.since:  # the oldest session left: let its captures go
-                self._trim(since)
-            self.asked = since
+            if oldest > self.since:  # the oldest session left: let its captures go
+                self._trim(oldest)
+                self.asked = max(self.asked, oldest)
             return
         self.drop()
         self.asked = self.since = since
-        day = since[:10].encode()
         for raw in self._lines():
-            parts = raw.split(b" ", 2)
-            # a cheap first look: a timestamp (of any precision) whose date is earlier is out
-            if len(parts) < 3 or parts[1][:10] < day or raw.startswith(b"!"):
-                continue
-            try:
-                record = CDXJRecord.parse_line(raw)
-            except CDXJError:
-                continue
-            if record.record_type in _TYPES and record.timestamp >= since:
-                self._take(_capture(record))
+            capture = _line_capture(raw, since)
+            if capture is not None:
+                self._take(capture)
 
     def _trim(self, since: str) -> None:
         self._order()
@@ -166,11 +205,11 @@ class Recent:
 
 
 def captures_between(
-    store: Store, since: str, start: str, end: str | None
+    store: Store, start: str, end: str | None, oldest: str = ""
 ) -> tuple[list[Capture], bool]:
     """The captures of every host from ``start`` up to ``end``, oldest first, and whether that
-    is all of them; all from ``since`` (the oldest kept session's start) are kept for the next
-    ask."""
+    is all of them.  What is collected is kept for the next asks, back to the earliest
+    ``start`` asked for but not before ``oldest`` (the oldest kept session's start)."""
     with following(store, "recent", lambda: Recent(store)) as recent:
-        recent.ensure(since)
+        recent.ensure(start, oldest)
         return recent.between(start, end)

@@ -101,8 +101,8 @@ async def page(ctx: Context) -> web.StreamResponse:
     if session is not None:
         start = format_timestamp(session.start)
         end = format_timestamp(session.end) if session.end else None
-        since = format_timestamp(sessions[-1].start)
-        found, complete = await asyncio.to_thread(captures_between, store, since, start, end)
+        oldest = format_timestamp(sessions[-1].start)
+        found, complete = await asyncio.to_thread(captures_between, store, start, end, oldest)
     total = len(found)
     last = max(1, -(-total // per))
     shown_number = min(asked, last)
