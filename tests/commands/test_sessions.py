@@ -210,3 +210,39 @@ async def test_the_welcome_and_index_pages_link_to_them(client, proxy, path):
     status, text, _ = await client.get(path)
     assert status == 200
     assert 'href="/index/lasttime/"' in text and 'href="/index/lastout/"' in text
+
+
+async def test_past_the_memory_bound_the_oldest_are_let_go(client, proxy, monkeypatch):
+    from wwwproxy.commands import recent
+
+    monkeypatch.setattr(recent, "MAX_RECENT", 5)
+    store = proxy.services.store
+    sessions_at(store, (0, 10), (20, None))
+    for i in range(4):
+        record(store, f"http://b.example/old{i}", T0 + timedelta(minutes=1 + i))
+    for i in range(4):
+        record(store, f"http://b.example/new{i}", T0 + timedelta(minutes=21 + i))
+    _, data = await client.get_json("/index/lasttime/")
+    assert names(data["captures"]) == ["new3", "new2", "new1", "new0"] and data["complete"]
+    _, data = await client.get_json("/index/prevtime1/")
+    assert names(data["captures"]) == ["old3"] and data["complete"] is False
+    status, text, _ = await client.get("/index/prevtime1/")
+    assert status == 200 and "the start of this session is not listed" in text
+
+
+async def test_index_lines_in_other_forms_are_read(client, proxy):
+    """A line the index did not write (a timestamp to the second, keys in another order) is
+    read the full way; a malformed one is skipped."""
+    store = proxy.services.store
+    sessions_at(store, (0, None))
+    record(store, "http://o.example/written", T0 + timedelta(minutes=1))
+    journal = store.root / "index" / "journal.cdxj"
+    with open(journal, "ab") as f:
+        f.write(
+            b'(example,o,)/other 2025-06-01T08:02:00Z response {"ref":"warcfile:x.warc.gz#0",'
+            b'"uri":"http://o.example/other","hsc":404}\n'
+            b"(example,o,)/bad 2025-06-01T08:03:00.000000Z response {not json\n"
+        )
+    _, data = await client.get_json("/index/lasttime/")
+    assert names(data["captures"]) == ["other", "written"]
+    assert data["captures"][0]["status"] == 404
