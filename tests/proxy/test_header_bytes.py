@@ -35,6 +35,13 @@ def test_serialize_head_keeps_bytes(value: str, wire: bytes) -> None:
     assert head == b"GET / HTTP/1.1\r\nHost: example.com\r\nX-Test: " + wire + b"\r\n\r\n"
 
 
+def test_serialize_head_text_beside_bytes() -> None:
+    """One header text (UTF-8 on the wire), another raw bytes: each as it is."""
+    head = CIMultiDict([("A", "caf\u00e9"), ("B", b"caf\xe9".decode("utf-8", "surrogateescape"))])
+    wire = serialize_head("GET / HTTP/1.1", head)
+    assert wire == b"GET / HTTP/1.1\r\nA: caf\xc3\xa9\r\nB: caf\xe9\r\n\r\n"
+
+
 @pytest.mark.parametrize("control", ["\r", "\n", "\x00", "\x7f", "\r\nX-Evil: 1"])
 @pytest.mark.parametrize("escaped", [False, True])
 def test_serialize_head_refuses_controls(control: str, escaped: bool) -> None:

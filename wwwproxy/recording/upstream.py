@@ -85,12 +85,12 @@ _FORBIDDEN = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 class _Items(Protocol):
     def items(self) -> Iterable[tuple[str, str]]: ...
 
+    def values(self) -> Iterable[str]: ...
+
 
 def _escaped(text: str) -> bool:
     """Does ``text`` hold bytes that were not UTF-8 (surrogate escapes), which aiohttp's
     serializer would drop (its C one) or refuse (its Python one)?"""
-    if text.isascii():
-        return False
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -108,10 +108,11 @@ def serialize_head(status_line: str, headers: _Items) -> bytes:
     as exactly those bytes: ``caf\\xe9`` reaches the origin as it came, not as ``caf``.
     Control characters are refused as aiohttp refuses them (ValueError), so CR, LF and NUL
     never reach the wire.  Heads without such bytes take aiohttp's fast serializer."""
-    items = list(headers.items())
-    if not any(_escaped(name) or _escaped(value) for name, value in items):
+    # header names are tokens (ASCII): aiohttp's parser and the config refuse others
+    values = "".join(headers.values())
+    if values.isascii() or not _escaped(values):
         return _AIOHTTP_HEAD(status_line, headers)
-    lines = [status_line, *(f"{name}: {value}" for name, value in items)]
+    lines = [status_line, *(f"{name}: {value}" for name, value in headers.items())]
     if any(_FORBIDDEN.search(line) for line in lines):
         raise ValueError(
             "Forbidden control character detected in headers. Potential header injection attack."
