@@ -80,9 +80,10 @@ def _capture(record: CDXJRecord) -> Capture | None:
 _CANONICAL_TS = re.compile(rb"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
 
 
-def _line_capture(raw: bytes, since: str) -> Capture | None:
-    """The capture of an index line from ``since`` on (None: earlier, another type, not a
-    line).  A line as the index writes it costs a JSON parse; any other goes the full way."""
+def _line_capture(raw: bytes, since: str, until: str | None = None) -> Capture | None:
+    """The capture of an index line from ``since`` on, before ``until`` (None: earlier or
+    later, another type, not a line).  A line as the index writes it costs a JSON parse; any
+    other goes the full way."""
     parts = raw.split(b" ", 3)
     if len(parts) < 4 or raw.startswith(b"!"):
         return None
@@ -93,7 +94,7 @@ def _line_capture(raw: bytes, since: str) -> Capture | None:
         if kind not in _TYPES_B:
             return None
         timestamp = parts[1].decode()
-        if timestamp < since:
+        if timestamp < since or (until is not None and timestamp >= until):
             return None
         try:
             fields = json.loads(parts[3])
@@ -105,6 +106,8 @@ def _line_capture(raw: bytes, since: str) -> Capture | None:
     except CDXJError:
         return None
     if record.record_type not in _TYPES or record.timestamp < since:
+        return None
+    if until is not None and record.timestamp >= until:
         return None
     return _capture(record)
 
@@ -170,10 +173,14 @@ class Recent:
                 self._trim(oldest)
                 self.asked = max(self.asked, oldest)
             return
-        self.drop()
+        if self.asked is None:
+            self.drop()
+            until = None
+        else:  # further back than collected: only the captures before it are added
+            until = self.since
         self.asked = self.since = since
         for raw in self._lines():
-            capture = _line_capture(raw, since)
+            capture = _line_capture(raw, since, until)
             if capture is not None:
                 self._take(capture)
 
