@@ -205,11 +205,14 @@ async def test_lastout_is_what_the_last_queue_fetch_got(client, proxy, origin):
     assert len(data["urls"]) == 1 and data["pages_total"] == 3
 
 
-@pytest.mark.parametrize("path", ["/", "/index/"])
+@pytest.mark.parametrize("path", ["/", "/index/", "/index/http/l.example/"])
 async def test_the_welcome_and_index_pages_link_to_them(client, proxy, path):
+    record(proxy.services.store, "http://l.example/", T0)
     status, text, _ = await client.get(path)
     assert status == 200
-    assert 'href="/index/lasttime/"' in text and 'href="/index/lastout/"' in text
+    assert 'href="/index/lasttime/"' in text
+    if path != "/index/http/l.example/":
+        assert 'href="/index/lastout/"' in text
 
 
 async def test_past_the_memory_bound_the_oldest_are_let_go(client, proxy, monkeypatch):

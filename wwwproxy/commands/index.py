@@ -250,6 +250,8 @@ async def host_page(ctx: Context, proto: str, hostport: str) -> web.StreamRespon
             + link("/delete/", "delete this host", {"url": f"{proto}://{hostport}/", "all": "1"})
             + " · "
             + link("/index/", "all hosts")
+            + " · "
+            + link("/index/lasttime/", "fetched last time")
             + "</p>"
         )
         return (
