@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import sqlite3
+import threading
 from datetime import UTC, datetime
 
 import pytest
@@ -247,3 +248,45 @@ def test_listener_failure_never_breaks_recording(tmp_path):
     assert len(store.captures("http://e.example/")) == 1
     with pytest.raises(sqlite3.ProgrammingError):
         index.count()
+
+
+# --- the indexing thread: batches, merges in pauses, a bounded queue ----------------------------
+
+
+def test_a_full_queue_never_blocks_recording_and_is_caught_up_from_the_index(store, monkeypatch):
+    """Past MAX_PENDING waiting pages, recording goes on: the pages left out are found in
+    the store's CDXJ index once the indexing thread is free, none lost."""
+    from wwwproxy.archive.search import index as index_module
+
+    store, index = store
+    monkeypatch.setattr(index_module, "MAX_PENDING", 3)
+    busy, go = threading.Event(), threading.Event()
+
+    def slow_job():
+        busy.set()
+        go.wait(60)
+
+    index._enqueue(slow_job)  # the thread is busy: pages wait in the queue
+    assert busy.wait(60)
+    for i in range(10):
+        put(store, f"http://q.example/{i}", f"<title>{i}</title>medlar".encode(), HTML)
+    assert len(list(store.list_prefix(""))) >= 10  # all recorded, none waited for the index
+    assert index._pending.qsize() == 3 and index._behind is store
+    go.set()
+    assert index.flush(60)
+    assert index.search("medlar", limit=20).total == 10
+    assert index.count() == (10, 10)
+
+
+def test_a_merge_waits_for_a_pause_and_flush_merges_at_once(store, monkeypatch):
+    from wwwproxy.archive.search import index as index_module
+
+    store, index = store
+    monkeypatch.setattr(index_module, "MERGE_IDLE", 600.0)
+    for i in range(5):
+        put(store, f"http://m.example/{i}", b"<title>t</title>sloe", HTML)
+    assert index.search("sloe").total == 5  # indexed (a search waits for the pages) ...
+    assert index._meta("unmerged") == 5  # ... not merged yet: more pages may come
+    assert index.flush(60)
+    assert index._meta("unmerged") == 0
+    assert index.search("sloe").total == 5

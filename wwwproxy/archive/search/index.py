@@ -65,6 +65,10 @@ TEXT_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
 SNIPPET_START = 16 * 1024  # characters of a page's source its opening text is taken from
 COMPACT_MIN = 64  # garbage documents always tolerated
 BATCH = 64  # pages indexed in one transaction (one FTS5 segment) when they come together
+COLLECT = 0.25  # seconds a batch waits for more pages while they keep coming (not if asked)
+MAX_PENDING = 10_000  # pages waiting to be indexed; past it, caught up from the CDXJ index
+MERGE_IDLE = 1.0  # seconds without a page before a due merge (flush: at once)
+IDLE_EXIT = 5.0  # seconds without work before the indexing thread ends
 MERGE_MIN = 16  # pages indexed since the last full merge before another is worth it ...
 MERGE_SHARE = 8  # ... or an eighth of the pages with text, whichever is more ...
 MERGE_SMALL = 1000  # ... or any, up to this many pages with text (a merge takes milliseconds)
@@ -138,6 +142,11 @@ class SearchIndex:
         self._compact_queued = False
         self._batching = 0  # under the write lock: pages are committed by the batch
         self._merging = 0  # the indexing thread may be merging (see _merge_if_due)
+        self._merge_wanted = False  # pages came since the last merge (see _work)
+        self._waiters = 0  # callers of _wait: the indexing thread does not dawdle
+        self._merge_waiters = 0  # ... and those waiting for the merge too (flush)
+        #: the store whose pages did not fit the queue: caught up from its index (_catch_up)
+        self._behind: Store | None = None
         try:
             with self._lock:
                 # before anything is written: a new file gives merged-away pages back
@@ -162,9 +171,16 @@ class SearchIndex:
 
     def _enqueue(self, job: _Capture | Callable[[], object]) -> None:
         """Index in a worker thread: parsing a large page must never hold up the response
-        being recorded (the browser waits for the record before its last bytes)."""
+        being recorded (the browser waits for the record before its last bytes).  Never
+        blocks: past :data:`MAX_PENDING` waiting pages, a page is left to :meth:`_catch_up`,
+        which finds it in the store's index once the thread is idle again."""
         with self._pending_lock:
-            self._pending.put(job)
+            if isinstance(job, _Capture) and self._pending.qsize() >= MAX_PENDING:
+                if self._behind is None:
+                    log.warning("search index: behind by %d pages; catching up later", MAX_PENDING)
+                self._behind = job.store
+            else:
+                self._pending.put(job)
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(
                     target=self._work, name="wwwproxy-search-index", daemon=True
@@ -172,36 +188,73 @@ class SearchIndex:
                 self._worker.start()
 
     def _work(self) -> None:
+        """The indexing thread: pages in batches, then, once none came for a while (or
+        someone flushes), the pages left behind by a full queue, then a merge if due.  A
+        merge waits for a pause: during a crawl, merging after every batch merged the whole
+        index again and again (a third of the indexing time on a 550-page site)."""
         while True:
+            if self._merge_wanted or self._behind is not None:
+                timeout = 0.0 if self._merge_waiters else MERGE_IDLE
+            else:
+                timeout = IDLE_EXIT
             try:
-                job = self._pending.get(timeout=5)
+                job = self._pending.get(timeout=timeout)
             except queue.Empty:
+                if self._behind is not None or self._merge_wanted:
+                    self._idle_work()
+                    continue
                 with self._pending_lock:
-                    if self._pending.empty():
+                    if self._pending.empty() and self._behind is None:
                         self._worker = None
                         return
                 continue
-            jobs = [job]
-            while isinstance(jobs[-1], _Capture) and len(jobs) < BATCH:
-                try:
-                    jobs.append(self._pending.get_nowait())
-                except queue.Empty:
-                    break
-            merge = any(isinstance(job, _Capture) for job in jobs)
-            self._merging += merge  # before the jobs are done: flush() sees no gap
+            jobs = self._collect(job)
+            if any(isinstance(job, _Capture) for job in jobs):
+                self._merge_wanted = True  # before the jobs are done: flush() sees no gap
             try:
                 self._run(jobs)
             finally:
                 for _ in jobs:
                     self._pending.task_done()
-            # after: searches wait for pages to be indexed, not for the index to be merged
+
+    def _collect(
+        self, job: _Capture | Callable[[], object]
+    ) -> list[_Capture | Callable[[], object]]:
+        """A batch: the pages waiting, and those coming within :data:`COLLECT` seconds (up to
+        :data:`BATCH`), unless someone waits for them; a job that is no page ends it.  One
+        transaction (one FTS5 segment) for several pages costs less than one each."""
+        jobs = [job]
+        deadline = time.monotonic() + COLLECT
+        while isinstance(jobs[-1], _Capture) and len(jobs) < BATCH:
+            remaining = deadline - time.monotonic()
             try:
-                if merge and self._pending.empty():
-                    self._merge_if_due()
+                if self._waiters or remaining <= 0:
+                    jobs.append(self._pending.get_nowait())
+                else:
+                    jobs.append(self._pending.get(timeout=remaining))
+            except queue.Empty:
+                break
+        return jobs
+
+    def _idle_work(self) -> None:
+        """No page came for a while: index what a full queue left behind, then merge."""
+        self._merging += 1  # flush() sees no gap between the flags and the work
+        try:
+            behind, self._behind = self._behind, None
+            if behind is not None:
+                self._merge_wanted = True
+                try:
+                    self._catch_up(behind)
+                except Exception:  # noqa: BLE001
+                    log.exception("search index: not caught up")
+            self._merge_wanted = False
+            try:
+                if not self._merge_if_due():
+                    self._merge_wanted = True  # pages came first: merge after them
             except sqlite3.Error:
                 log.exception("search index: not merged")
-            finally:
-                self._merging -= merge
+        finally:
+            self._merging -= 1
 
     def _run(self, jobs: list[_Capture | Callable[[], object]]) -> None:
         """The pages recorded meanwhile in one transaction, then the job that ended the batch
@@ -223,13 +276,14 @@ class SearchIndex:
                 except Exception:  # noqa: BLE001
                     log.exception("search index: %s failed", job)
 
-    def _merge_if_due(self) -> None:
+    def _merge_if_due(self) -> bool:
         """Merge each full-text table into one b-tree when enough pages came since the last
         time (geometrically: each page is merged a few times in all; a small index whenever
         pages came), in short steps, and only while nothing waits to be indexed.  FTS5 keeps
         a b-tree (segment) per batch until its own merging catches up, each with its own copy
         of every term, and a merge under way holds its input and output: a small cache
-        indexed page by page took up to twice the space of the same index merged."""
+        indexed page by page took up to twice the space of the same index merged.  False if
+        pages came before it was done."""
         with self._write_lock:
             with self._lock:
                 (live,) = self._conn.execute("SELECT count(doc) FROM pages").fetchone()
@@ -237,7 +291,7 @@ class SearchIndex:
             if not unmerged or (
                 live > MERGE_SMALL and unmerged < max(MERGE_MIN, live // MERGE_SHARE)
             ):
-                return
+                return True
             while True:
                 with self._lock:
                     before = self._conn.total_changes
@@ -250,12 +304,13 @@ class SearchIndex:
                     if self._conn.total_changes - before < 2 * len(FTS):
                         break  # no work left (FTS5 counts the command itself as a change)
                 if not self._pending.empty():
-                    return  # pages first; the merge goes on after them
+                    return False  # pages first; the merge goes on after them
             with self._lock:
                 with self._conn:
                     self._set_meta("unmerged", 0)
                 # the merged-away pages (executescript: execute() frees one page per call)
                 self._conn.executescript("PRAGMA incremental_vacuum")
+        return True
 
     @contextmanager
     def _batch(self) -> Iterator[None]:
@@ -301,11 +356,25 @@ class SearchIndex:
 
     def _wait(self, timeout: float, *, merged: bool = False) -> bool:
         deadline = time.monotonic() + timeout
-        while self._pending.unfinished_tasks or (merged and self._merging):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.01)
-        return True
+        with self._pending_lock:
+            self._waiters += 1
+            self._merge_waiters += merged
+        try:
+            if self._pending.unfinished_tasks or self._behind is not None or merged:
+                self._enqueue(_wake)  # the thread may be collecting a batch, or idling
+            while (
+                self._pending.unfinished_tasks
+                or self._behind is not None
+                or (merged and (self._merging or self._merge_wanted))
+            ):
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.01)
+            return True
+        finally:
+            with self._pending_lock:
+                self._waiters -= 1
+                self._merge_waiters -= merged
 
     def close(self) -> None:
         self.flush()
@@ -542,15 +611,41 @@ class SearchIndex:
         self._wait(2.0)  # include pages recorded a moment ago
         return self._rebuild(store)
 
+    @staticmethod
+    def _newest(store: Store) -> dict[str, CDXJRecord]:
+        """The newest index line of every key in the store (not 304s: never served)."""
+        newest: dict[str, CDXJRecord] = {}
+        for line in store.list_prefix(""):
+            if line.fields.get("hsc") == 304:
+                continue
+            old = newest.get(line.uri)
+            if old is None or line.timestamp >= old.timestamp:
+                newest[line.uri] = line
+        return newest
+
+    def _catch_up(self, store: Store) -> int:
+        """Index the captures newer than what the index has of their key: the pages a full
+        queue left out (:meth:`_enqueue`).  The number indexed."""
+        with self._write_lock:
+            with self._lock:
+                known = dict(self._conn.execute("SELECT key, fetched FROM pages"))
+            count = 0
+            lines = [
+                line
+                for key, line in self._newest(store).items()
+                if known.get(key) is None or known[key] < line.timestamp
+            ]
+            for start in range(0, len(lines), BATCH):
+                with self._batch():
+                    for line in lines[start : start + BATCH]:
+                        count += self.index_capture(store, line)
+        if count:
+            log.info("search index: caught up with %d page(s)", count)
+        return count
+
     def _rebuild(self, store: Store) -> int:
         with self._write_lock:
-            newest: dict[str, CDXJRecord] = {}
-            for line in store.list_prefix(""):
-                if line.fields.get("hsc") == 304:
-                    continue
-                old = newest.get(line.uri)
-                if old is None or line.timestamp >= old.timestamp:
-                    newest[line.uri] = line
+            newest = self._newest(store)
             with self._lock, self._conn:
                 self._conn.execute("DELETE FROM pages")
                 for table in FTS:
@@ -752,6 +847,10 @@ class SearchIndex:
             return segments(snippet)
         _, text = extract_text(document[:SNIPPET_START], mime)
         return ((text[:200], False),) if text else ()
+
+
+def _wake() -> None:
+    """A job that does nothing: it ends a batch being collected, or an idle wait, at once."""
 
 
 def _like_terms(query: str) -> list[str]:

