@@ -14,9 +14,9 @@ out:
   of kept captures always stay;
 - pages over their ``purge_after_days`` rule, then the least recently used while the cache
   files take more than ``max_size``, are removed (down to :data:`LOW_WATER` of it);
-- the index follows in one compaction (lines of removed records go, the moved ones' new lines
-  were added as each file was rewritten), and the store's listeners (the search index) hear of
-  it.  A file that changed also changes its (size, mtime) stamp, so the memory cache and
+- the index follows: the moved records' new lines in one journal append, then one compaction
+  (lines of removed and moved records go), and the store's listeners (the search index) hear
+  of it.  A file that changed also changes its (size, mtime) stamp, so the memory cache and
   ``Store.located`` drop what they held of it on their next hit.
 
 A purge killed midway loses nothing it did not mean to remove: every file is the old one or
@@ -429,7 +429,7 @@ def _remove_temps(path: Path) -> None:
 
 def _copy_members(src: int, path: Path, members: Sequence[Member], st: os.stat_result) -> None:
     """Write ``members`` (byte ranges of ``src``) into a new file that replaces ``path``:
-    temporary file, fsync, the old mode and times, rename, fsync of the folder."""
+    temporary file, fsync, the old mode and times, rename."""
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=_TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as out:
@@ -445,18 +445,18 @@ def _copy_members(src: int, path: Path, members: Sequence[Member], st: os.stat_r
             os.fchmod(out.fileno(), st.st_mode & 0o7777)
             os.fsync(out.fileno())
         os.utime(temp, ns=(st.st_atime_ns, st.st_mtime_ns))
-        os.replace(temp, path)
+        os.replace(temp, path)  # made durable with the folder's fsync at the end of the purge
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-    fsync_dir(path.parent)
 
 
 def trim_file(store: Store, path: Path, keep_captures: int, *, dry_run: bool) -> Trimmed | None:
     """Drop the captures of one cache file beyond ``keep_captures`` (:func:`keep_members`):
-    rewrite it under its lock and add its moved records' index lines to the journal.  None
-    when nothing is to go (or the file is gone or damaged)."""
+    rewrite it under its lock; the index lines it needs now are in the result's ``moved``
+    (:func:`purge` adds them, and fsyncs the folder, for all files at once).  None when
+    nothing is to go (or the file is gone or damaged)."""
     with _locked(path) as fd:
         if fd is None:
             return None
@@ -488,7 +488,6 @@ def trim_file(store: Store, path: Path, keep_captures: int, *, dry_run: bool) ->
                 lines.append(store.index_line(key, record, name, offset, m.length))
                 new_places.add((offset, m.record_id))
             offset += m.length
-        store.index.add(lines)
         old_places = {(m.offset, m.record_id) for m in members if m.rec_type in _CAPTURES}
         moved = Moved(name, url, tuple(lines), frozenset(old_places - new_places))
         return Trimmed(path.relative_to(store.root).as_posix(), url, captures, freed, moved)
@@ -523,7 +522,6 @@ def _heal(store: Store, relpath: str) -> tuple[str | None, Moved | None]:
             rid = line.fields.get("rid")
             if ref is not None and ref[0] == name and isinstance(rid, str):
                 indexed.add((ref[1], rid))
-        store.index.add(lines)
         return None, Moved(name, key, tuple(lines), frozenset(indexed - actual))
 
 
@@ -608,6 +606,9 @@ def purge(
         result.removed.append((removal, counts[path.name]))
     if dry_run:
         return result
+    for folder in {(store.root / t.name).parent for t in result.trimmed}:
+        fsync_dir(folder)  # the renames, before the index says where records are now
+    store.index.add([line for m in moved for line in m.lines])
     store.apply_purge(gone, moved)
     for folder in {(store.root / r.page.name).parent for r in removals}:
         store.remove_empty_host_dir(folder)
