@@ -45,6 +45,14 @@ def _number(path: str) -> int:
     return int(m.group(1))
 
 
+def _page_of(total: int, per: int, asked: int) -> tuple[int, int, int]:
+    """(the page shown, the last page, its first item) of ``total`` items ``per`` a page
+    when page ``asked`` is asked for (past the end: the last)."""
+    last = max(1, -(-total // per))
+    number = min(asked, last)
+    return number, last, (number - 1) * per
+
+
 def _when(session: Session) -> str:
     end = fmt_time(session.end) if session.end else "now (still connected)"
     return f"{fmt_time(session.start)} – {end} UTC, {session.mode}"
@@ -104,9 +112,7 @@ async def page(ctx: Context) -> web.StreamResponse:
         oldest = format_timestamp(sessions[-1].start)
         found, complete = await asyncio.to_thread(captures_between, store, start, end, oldest)
     total = len(found)
-    last = max(1, -(-total // per))
-    shown_number = min(asked, last)
-    first = (shown_number - 1) * per
+    shown_number, last, first = _page_of(total, per, asked)
     if order == "desc":
         shown = found[max(0, total - first - per) : total - first][::-1]
     else:
@@ -172,9 +178,7 @@ async def lastout(ctx: Context) -> web.StreamResponse:
     sessions = await asyncio.to_thread(SessionLog(root).sessions)
     entries = got.entries if got else []
     total = len(entries)
-    last = max(1, -(-total // per))
-    number = min(asked, last)
-    first = (number - 1) * per
+    number, last, first = _page_of(total, per, asked)
     shown = entries[first : first + per]
     failed = sum(not e.ok for e in entries)
     data = {
