@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import tempfile
@@ -79,6 +80,7 @@ DAY = 86400.0
 USED_LOG = "used.log"  # in <cache>/index/: "<epoch seconds> <proto>/<host>/<hash>.warc.gz"
 PENDING = "purge.pending"  # in <cache>/index/: the files a purge is changing
 LAST_PURGE = "purged"  # in <cache>/index/: its modification time is the last purge's end
+PURGE_LOCK = ".purge.lock"  # in <cache>/index/: held by the purge under way
 _TEMP_SUFFIX = ".purge"
 _CAPTURES = ("response", "revisit")
 _COPY_CHUNK = 1 << 20
@@ -549,7 +551,19 @@ def purge(
     store: Store, limits: Limits, *, dry_run: bool = False, now: float | None = None
 ) -> PurgeResult:
     """Enforce ``limits`` on the cache (see the module's docstring); with ``dry_run`` only
-    say what would go.  Blocks: run it in a thread."""
+    say what would go.  One purge at a time (a second, of any process, waits for the first).
+    Blocks: run it in a thread."""
+    if dry_run:
+        return _purge(store, limits, dry_run=True, now=now)
+    fd = os.open(store.index.directory / PURGE_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return _purge(store, limits, dry_run=False, now=now)
+    finally:
+        os.close(fd)
+
+
+def _purge(store: Store, limits: Limits, *, dry_run: bool, now: float | None) -> PurgeResult:
     now = time.time() if now is None else now
     result = PurgeResult(dry_run)
     pending = store.index.directory / PENDING
