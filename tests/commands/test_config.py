@@ -171,6 +171,24 @@ def test_every_kind_of_edit_keeps_all_comments(key, value):
     assert order == [line.split(":")[0] for line in text.splitlines() if line[:1].isalpha()]
 
 
+@pytest.mark.parametrize(
+    ("before", "typed", "after"),
+    [
+        # a list typed in flow style is written back one item a line, as the file writes lists
+        ("names: []\n", "[a.lan, 'b.lan']", "names:\n- a.lan\n- b.lan\n"),
+        ("names:\n- x.lan\n", "['*.lan']", "names:\n- '*.lan'\n"),
+        ("mode: online\n", "[a.lan]", "mode: online\nnames:\n- a.lan\n"),
+        # a key the file writes as a non-empty flow list stays so; empty stays []
+        ("connect_ports: [443]\n", "[443, 8443]", "connect_ports: [443, 8443]\n"),
+        ("names:\n- x.lan\n", "[]", "names: []\n"),
+    ],
+)
+def test_lists_are_written_back_in_the_files_style(before, typed, after):
+    key = "connect_ports" if "connect_ports" in before else "names"
+    new_text, _ = edit_config_text(before, key, typed, "f.yaml")
+    assert new_text == after
+
+
 def test_edit_of_a_missing_key_appends_it():
     new_text, config = edit_config_text(
         "# just a comment\nmode: online\n", "read_timeout", "9", "f"
