@@ -48,6 +48,7 @@ from ..fsutil import atomic_write, fsync_dir, lock_if_still_at
 from ..http.policy import is_good, is_servable
 from ..url import surt, url_hash
 from .cdxj import CDXJRecord
+from .cdxj.index import _open_locked_journal  # the one locked append: the used log is a journal
 from .store import WARC_SUFFIX, Moved, Store, StoreError
 from .warc import StoredRecord, WARCFormatError, read_records
 
@@ -255,19 +256,6 @@ def _used_path(store: Store) -> Path:
     return store.index.directory / USED_LOG
 
 
-def _open_locked(path: Path) -> int:
-    """An append descriptor on ``path`` holding its lock (reopened if it was replaced)."""
-    while True:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            if lock_if_still_at(fd, path):
-                return fd
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)
-
-
 def flush_used(store: Store) -> int:
     """Append the keys served since the last flush to ``index/used.log`` (one line each, no
     fsync: losing the last lines in a crash costs only a little precision); how many."""
@@ -281,7 +269,7 @@ def flush_used(store: Store) -> int:
         lines.append(f"{when:.0f} {path.relative_to(store.root).as_posix()}\n")
     if not lines:
         return 0
-    fd = _open_locked(_used_path(store))
+    fd = _open_locked_journal(_used_path(store))
     try:
         os.write(fd, "".join(lines).encode())
     finally:
@@ -313,7 +301,7 @@ def _compact_used(store: Store, existing: set[str]) -> None:
     path = _used_path(store)
     if not path.exists():
         return
-    fd = _open_locked(path)
+    fd = _open_locked_journal(path)
     try:
         used = read_used(store)
         text = "".join(f"{t:.0f} {n}\n" for n, t in sorted(used.items()) if n in existing)
