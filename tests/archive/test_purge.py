@@ -549,3 +549,19 @@ async def test_the_loop_purges_again_once_recordings_cross_max_size(tmp_path: Pa
     assert second.files_before == 4 and second.files_removed == 2
     assert second.bytes_after <= size * 3 * LOW_WATER
     assert store.listeners == []  # the loop's size watch is gone with it
+
+
+def test_two_purges_at_once_take_turns(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    root = tmp_path / "cache"
+    writer = Store(root)
+    for n in range(6):
+        for i in range(4):
+            put(writer, f"http://example.com/{n}", page_html(f"{n} {i}"), T0 + timedelta(hours=i))
+    stores = [Store(root), Store(root)]  # as two processes would have
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda s: purge(s, Limits(keep_captures=1), now=NOW), stores))
+    assert sorted(r.captures_removed for r in results) == [0, 18]
+    assert writer.check_index() == []
+    assert all(len(warc(p)) == 2 for p in writer.warc_files())
