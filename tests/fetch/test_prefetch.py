@@ -506,3 +506,30 @@ def test_two_writers_at_once_leave_a_sound_cache(tmp_path: Path, site: Site) -> 
         if outcome in (F, X) and not key.startswith("other:"):
             url = site.url(key)
             assert len(store.captures(canonicalize(url).file)) == 2, url
+
+
+@pytest.mark.parametrize("keep", [None, 16], ids=["kept", "too-large-to-keep"])
+async def test_links_come_from_the_response_just_recorded_not_read_again(
+    tmp_path: Path, site: Site, monkeypatch: pytest.MonkeyPatch, keep: int | None
+) -> None:
+    """The engine hands back what it recorded (a gzip-encoded page among them); a body
+    larger than KEEP_BODY is read from the archive instead: the same URLs either way."""
+    from wwwproxy.fetch import prefetch
+
+    if keep is not None:
+        monkeypatch.setattr(prefetch, "KEEP_BODY", keep)
+    read_back: list[str] = []
+    real_get = Store.get
+
+    def get(self: Store, url, key=None, **kwargs):  # type: ignore[no-untyped-def]
+        if kwargs.get("prefer_good") is False:  # the recorded answer, read again
+            read_back.append(url.file)
+        return real_get(self, url, key, **kwargs)
+
+    monkeypatch.setattr(Store, "get", get)
+    summary = await crawl(tmp_path / "cache", [site.url("/")], depth=2, requisites=True)
+    assert outcomes(summary, site) == FULL
+    if keep is None:
+        assert read_back == []
+    else:  # every page and style sheet whose links were followed
+        assert site.url("/a.html") in read_back and site.url("/css/site.css") in read_back

@@ -5,22 +5,53 @@ Content-Encoding, the links of a page or style sheet, and the length and digest 
 from __future__ import annotations
 
 import hashlib
-from typing import BinaryIO
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import BinaryIO, Protocol
 
-from ..archive.store import CachedEntry
 from ..http.content import ContentDecoder, charset_param
 from ..http.headers import get_header
 from .css_links import extract_css_links
 from .html_links import extract_html_links
 from .links import Link, is_css, is_html
 
-__all__ = ["MAX_PARSE", "decoded_digest", "page_links", "read_decoded"]
+__all__ = ["MAX_PARSE", "Recorded", "Response", "decoded_digest", "page_links", "read_decoded"]
 
 MAX_PARSE = 16 * 1024 * 1024  # bytes of a page or style sheet read for links (decoded)
 _READ = 64 * 1024
 
 
-def read_decoded(entry: CachedEntry, limit: int = MAX_PARSE) -> bytes:
+class Response(Protocol):
+    """A response the crawler reads: a cached copy (:class:`~wwwproxy.archive.store.
+    CachedEntry`) or one just recorded (:class:`Recorded`)."""
+
+    @property
+    def headers(self) -> Sequence[tuple[str, str]]: ...
+
+    def open_body(self) -> BinaryIO: ...
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A response the recording engine just fetched and recorded, handed back with its body
+    (``Exchange.keep_body``): the crawler takes its status and follows its links without
+    reading it again from the archive (the same bytes as the archive's)."""
+
+    status: int
+    reason: str
+    headers: tuple[tuple[str, str], ...]
+    payload_length: int
+    #: the payload as recorded (Content-Encoded); None: not kept (too large)
+    body: bytes | None
+
+    def open_body(self) -> BinaryIO:
+        if self.body is None:
+            raise ValueError("the body was not kept")
+        return io.BytesIO(self.body)
+
+
+def read_decoded(entry: Response, limit: int = MAX_PARSE) -> bytes:
     """The cached payload without its Content-Encoding, at most ``limit`` bytes (blocking:
     call in a thread).  ValueError if it cannot be decoded."""
     decoder = ContentDecoder(get_header(entry.headers, "Content-Encoding"), limit)
@@ -32,7 +63,7 @@ def read_decoded(entry: CachedEntry, limit: int = MAX_PARSE) -> bytes:
     return bytes(out)
 
 
-def page_links(entry: CachedEntry, base: str) -> list[Link]:
+def page_links(entry: Response, base: str) -> list[Link]:
     """The links of a cached HTML page or style sheet (none for other types), resolved
     against ``base`` (blocking: call in a thread).  ValueError if the body cannot be decoded."""
     content_type = get_header(entry.headers, "Content-Type")

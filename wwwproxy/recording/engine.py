@@ -145,6 +145,9 @@ class Exchange:
     version: tuple[int, int] = (1, 1)
     #: False: relayed but never written to the archive (``dont_cache``, ``local_net``)
     record: bool = True
+    #: a body up to this many bytes comes back in the :class:`Outcome`, as recorded (the
+    #: crawler follows a page's links without reading it again from the archive)
+    keep_body: int = 0
 
 
 class Sink(Protocol):
@@ -174,6 +177,12 @@ class Outcome:
     not_modified: CachedEntry | None = None
     #: bytes of body received from upstream
     received: int = 0
+    #: the answer's reason phrase and headers as received (the archive renames only
+    #: Transfer-Encoding: its body is de-chunked)
+    reason: str = ""
+    headers: Headers = field(default_factory=list)
+    #: the body as recorded (still Content-Encoded), if ``Exchange.keep_body`` allowed it
+    body: bytes | None = None
 
 
 class Engine:
@@ -381,10 +390,16 @@ class Engine:
         complete = False
         failure: BaseException | None = None
         held = b""
+        keep = exchange.keep_body
+        kept: list[bytes] | None = [] if keep and (expected or 0) <= keep else None
         try:
             async for chunk in upstream.content.iter_chunked(CHUNK):
                 recorder.write(chunk)
                 received += len(chunk)
+                if kept is not None:
+                    kept.append(chunk)
+                    if received > keep:
+                        kept = None
                 if expected is not None and received >= expected:
                     chunk, held = chunk[:-1], held + chunk[-1:]
                 if client_ok and chunk:
@@ -436,7 +451,15 @@ class Engine:
             raise UpstreamError(exchange.url.canonical, reason, status) from failure
         elif not recorded and complete and exchange.record:
             raise StoreError(f"{exchange.url.canonical} was fetched but not recorded")
-        return Outcome(upstream.status, recorded=recorded, received=received)
+        body = b"".join(kept) if kept is not None and complete else None
+        return Outcome(
+            upstream.status,
+            recorded=recorded,
+            received=received,
+            reason=upstream.reason or "",
+            headers=raw_headers,
+            body=body,
+        )
 
 
 class _Unrecorded:
