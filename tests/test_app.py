@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from wwwproxy.app import start
+from wwwproxy.app import config_read, start
 from wwwproxy.commands.listing import _view
-from wwwproxy.config import Config
+from wwwproxy.config import Config, load_config
 
 
 async def test_the_host_summaries_are_counted_at_start(tmp_path):
@@ -31,3 +31,12 @@ async def test_the_host_summaries_are_counted_at_start(tmp_path):
         assert summaries == {"a.example": (3, 33), "b.example:8080": (2, 21)}
     finally:
         await running.stop()
+
+
+def test_the_start_line_says_which_configuration_was_read(tmp_path):
+    assert config_read(Config()) == (
+        "no configuration file (conf/wwwproxy.yaml not found): the defaults"
+    )
+    path = tmp_path / "my.yaml"
+    path.write_text("mode: offline\n")
+    assert config_read(load_config(path)) == f"configuration {path}"

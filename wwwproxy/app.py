@@ -25,7 +25,7 @@ from .archive.search import SearchIndex
 from .archive.store import Store
 from .commands import handle_command
 from .commands.listing import list_hosts
-from .config import Config, ConfigError, load_config
+from .config import DEFAULT_CONFIG_PATH, Config, ConfigError, load_config
 from .fetch.monitor import monitor_loop, monitor_path
 from .http.policy import Mode
 from .proxy import front as fast_front
@@ -204,6 +204,14 @@ class Running:
             await asyncio.to_thread(search.close)
 
 
+def config_read(config: Config) -> str:
+    """Which configuration file is in force, for the start-up line: a person who edited a
+    file that was not read learns it at once."""
+    if config.source == Config.source:
+        return f"no configuration file ({DEFAULT_CONFIG_PATH} not found): the defaults"
+    return f"configuration {config.source}"
+
+
 async def _warm_host_summaries(store: Store) -> None:
     try:
         await asyncio.to_thread(list_hosts, store)
@@ -319,11 +327,11 @@ async def serve(
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
     log.info(
-        "wwwproxy listening on %s (mode %s, cache %s, config %s)",
+        "wwwproxy listening on %s (mode %s, cache %s, %s)",
         services.config.listen,
         services.mode.value,
         config.cache,
-        config.source,
+        config_read(config),
     )
     if on_ready is not None:
         on_ready(running)
