@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from wwwproxy import fsutil
-from wwwproxy.fsutil import SYNCFS_OVER, GroupSync
+from wwwproxy.fsutil import SYNCFS_DIRTY_MAX, SYNCFS_OVER, GroupSync, use_syncfs
 
 
 def test_one_writer_gets_one_flush_of_its_own_files(tmp_path: Path) -> None:
@@ -61,7 +61,42 @@ def piled_up_writers(group: GroupSync, tmp_path: Path, count: int) -> list[set[s
     return batches
 
 
-def test_writers_finishing_together_share_one_flush(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("paths", "dirty", "syncfs"),
+    [
+        (SYNCFS_OVER, 0, False),  # few paths: an fsync each
+        (SYNCFS_OVER + 1, 0, True),
+        (100, SYNCFS_DIRTY_MAX, True),
+        (100, SYNCFS_DIRTY_MAX + 1, False),  # syncfs would wait for others' data
+        (100, None, False),  # not known: the safe way
+    ],
+)
+def test_when_one_syncfs_replaces_the_fsyncs(paths: int, dirty: int | None, syncfs: bool) -> None:
+    assert use_syncfs(paths, dirty) is syncfs
+
+
+def test_dirty_bytes_reads_dirty_and_writeback(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 100 kB\nDirty:  12 kB\nWriteback:   3 kB\nOther: 9 kB\n")
+    assert fsutil.dirty_bytes(str(meminfo)) == 15 * 1024
+    assert fsutil.dirty_bytes(str(tmp_path / "none")) is None
+    if Path("/proc/meminfo").exists():
+        assert isinstance(fsutil.dirty_bytes(), int)
+
+
+def test_a_busy_machine_gets_an_fsync_per_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fsutil, "dirty_bytes", lambda: SYNCFS_DIRTY_MAX + 1)
+    group = GroupSync(tmp_path)
+    piled_up_writers(group, tmp_path, 8)
+    assert group.flushes == 2 and group.syncfs_flushes == 0
+
+
+def test_writers_finishing_together_share_one_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fsutil, "dirty_bytes", lambda: 0)  # a quiet machine
     group = GroupSync(tmp_path)
     batches = piled_up_writers(group, tmp_path, 8)
     # the first writer's, and one for the eight that waited (their journal once)
