@@ -71,27 +71,33 @@ def credential_key(root: Path) -> bytes:
     path = root / CREDENTIAL_KEY_FILE
     try:
         key = path.read_bytes()
-    except FileNotFoundError:
+    except OSError:  # none yet (or not readable: making one fails too, below)
         key = b""
     if len(key) >= 32:
         return key
     tmp = root / f".{CREDENTIAL_KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(secrets.token_bytes(32))
-            f.flush()
-            os.fsync(f.fileno())
-        if key:  # a short (damaged) key is replaced
-            os.replace(tmp, path)
-        else:
-            # another process may have made it first: its key is the one
-            with contextlib.suppress(FileExistsError):
-                os.link(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    fsync_dir(root)
-    return path.read_bytes()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(secrets.token_bytes(32))
+                f.flush()
+                os.fsync(f.fileno())
+            if key:  # a short (damaged) key is replaced
+                os.replace(tmp, path)
+            else:
+                # another process may have made it first: its key is the one
+                with contextlib.suppress(FileExistsError):
+                    os.link(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        fsync_dir(root)
+        return path.read_bytes()
+    except OSError as exc:
+        # a full disk or a read-only cache must not stop the proxy: a key for this run only
+        # (what it records with credentials is fetched again after a restart)
+        log.warning("cannot keep the credentials key %s (%s): using one for this run", path, exc)
+        return secrets.token_bytes(32)
 
 
 def disk_full(exc: BaseException | None) -> bool:
