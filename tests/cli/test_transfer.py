@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from wwwproxy.archive.outgoing import OutgoingQueue
+from wwwproxy.archive.search import SearchIndex
 from wwwproxy.archive.store import Store
 from wwwproxy.archive.warc import HTTPRequest, HTTPResponse
 from wwwproxy.cli import main
@@ -132,6 +133,12 @@ def test_import_wwwoffle(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
     assert err.strip() == f"{spool}: 1 page imported, 1 request queued, 1 skipped"
     entry = Store(cache).get(canonicalize("http://example.com/from-wwwoffle"))
     assert entry is not None and entry.status == 200
+    index = SearchIndex(cache)  # imported through the services serve uses: searchable too
+    try:
+        hits = index.search("page").hits
+    finally:
+        index.close()
+    assert [h.url for h in hits] == ["http://example.com/from-wwwoffle"]
     assert [r.url for r in OutgoingQueue(cache / "outgoing").requests()] == [
         "http://example.com/later"
     ]

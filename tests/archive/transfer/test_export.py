@@ -141,6 +141,7 @@ def test_the_validator_refuses_a_wacz_that_lies(tmp_path: Path, wacz_venv: Path)
     store = Store(tmp_path / "cache")
     good = tmp_path / "empty.wacz"
     export_wacz(store, good, Selection())
+    assert _validate(wacz_venv, good).returncode == 0  # an empty cache: valid, and empty
     bad = tmp_path / "bad.wacz"
     with zipfile.ZipFile(good) as zin, zipfile.ZipFile(bad, "w") as zout:
         for info in zin.infolist():
