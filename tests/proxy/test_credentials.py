@@ -118,13 +118,21 @@ def _answer(*headers: str, body: bytes = b"private page") -> bytes:
     ).encode() + body
 
 
-async def test_private_copy_is_served_only_to_the_same_cookies(proxy, raw_origin):
-    site = await raw_origin(_answer("Cache-Control: private", "Set-Cookie: s=1; Path=/"))
-    url = site.url("/account")
-    live = await proxy.get(url, headers={"Cookie": "s=1"})
-    assert live.header("Set-Cookie") == "s=1; Path=/"  # relayed live
+async def record_then_offline(proxy, raw_origin, answer: bytes, path: str, **headers: str):
+    """The URL of ``answer`` on a raw origin, fetched online with ``headers``, recorded, and
+    the proxy switched offline; returns the URL and the live reply."""
+    site = await raw_origin(answer)
+    url = site.url(path)
+    live = await proxy.get(url, headers=headers)
     await proxy.recorded(url)
     await proxy.control(mode="offline")
+    return url, live
+
+
+async def test_private_copy_is_served_only_to_the_same_cookies(proxy, raw_origin):
+    answer = _answer("Cache-Control: private", "Set-Cookie: s=1; Path=/")
+    url, live = await record_then_offline(proxy, raw_origin, answer, "/account", Cookie="s=1")
+    assert live.header("Set-Cookie") == "s=1; Path=/"  # relayed live
     for _ in range(2):  # from disk, then from memory on the fast front
         mine = await proxy.get(url, headers={"Cookie": "s=1"})
         assert (mine.status, mine.body) == (200, b"private page")
@@ -134,11 +142,8 @@ async def test_private_copy_is_served_only_to_the_same_cookies(proxy, raw_origin
 
 
 async def test_public_copy_is_served_to_anyone_without_its_set_cookie(proxy, raw_origin):
-    site = await raw_origin(_answer("Set-Cookie: tracker=42", body=b"public page"))
-    url = site.url("/news")
-    await proxy.get(url, headers={"Cookie": "s=1"})
-    await proxy.recorded(url)
-    await proxy.control(mode="offline")
+    answer = _answer("Set-Cookie: tracker=42", body=b"public page")
+    url, _ = await record_then_offline(proxy, raw_origin, answer, "/news", Cookie="s=1")
     for headers in ({}, {"Cookie": "s=9"}, {}):
         reply = await proxy.get(url, headers=headers)
         assert (reply.status, reply.body) == (200, b"public page")
@@ -147,11 +152,8 @@ async def test_public_copy_is_served_to_anyone_without_its_set_cookie(proxy, raw
 
 async def test_replay_set_cookie_replays_it(make_proxy, raw_origin):
     proxy = await make_proxy(replay_set_cookie=True)
-    site = await raw_origin(_answer("Set-Cookie: tracker=42", body=b"public page"))
-    url = site.url("/news")
-    await proxy.get(url)
-    await proxy.recorded(url)
-    await proxy.control(mode="offline")
+    answer = _answer("Set-Cookie: tracker=42", body=b"public page")
+    url, _ = await record_then_offline(proxy, raw_origin, answer, "/news")
     for _ in range(3):  # from disk, then from memory: the same answer
         reply = await proxy.get(url)
         assert reply.header("X-Cache") == "HIT"
@@ -171,3 +173,13 @@ async def test_censored_request_headers_reach_the_origin_censored(make_proxy, or
     [recorded] = request_headers(proxy, url)  # the archive records what was sent
     assert dict(recorded)["User-Agent"] == "Mozilla/5.0 (generic)"
     assert "referer" not in names(recorded)
+
+
+async def test_vary_cookie_is_matched_on_the_digests(proxy, raw_origin):
+    answer = _answer("Vary: Cookie", body=b"your page")
+    url, _ = await record_then_offline(proxy, raw_origin, answer, "/mine", Cookie="s=1")
+    for _ in range(2):  # from disk, then from memory
+        reply = await proxy.get(url, headers={"Cookie": "s=1"})
+        assert (reply.status, reply.body) == (200, b"your page")
+    assert (await proxy.get(url, headers={"Cookie": "s=2"})).status == 503
+    assert (await proxy.get(url)).status == 503
