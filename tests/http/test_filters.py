@@ -246,6 +246,20 @@ def test_connect_blocked_by_host_patterns(
     assert Filters(dont_get=patterns).blocks_connect(host, port) == expected
 
 
+@pytest.mark.parametrize(
+    ("patterns", "host", "port", "direct"),
+    [
+        (["*.lan"], "nas.lan", 443, True),
+        (["192.168.1.1"], "192.168.1.1", 8443, True),
+        (["http://router.lan"], "router.lan", 443, False),  # plain HTTP only
+        (["router.lan/admin/*"], "router.lan", 443, False),
+        (["*.lan"], "example.com", 443, False),
+    ],
+)
+def test_local_net_connect(patterns: list[str], host: str, port: int, direct: bool) -> None:
+    assert Filters(local_net=patterns).direct_connect(host, port) is direct
+
+
 def test_connect_blocked_by_blocklist() -> None:
     filters = Filters(blocklist=parse_blocklist(["||ads.example^"], "b"))
     assert filters.blocks_connect("cdn.ads.example", 443) == "blocklist: ||ads.example^"

@@ -211,3 +211,16 @@ async def test_allowed_clients_by_host_name(make_proxy, origin):
         allowed_clients=networks("10.0.0.5/32"), cache=proxy.cache.parent / "c2"
     )
     assert (await elsewhere.get(origin.url("/page.html"))).status == 403
+
+
+async def test_local_net_connect_is_tunnelled_offline_too(make_proxy, tls_origin):
+    from .test_connect import https_get
+
+    proxy = await make_proxy("offline", connect_ports=(tls_origin.port,), local_net=("localhost",))
+    assert await https_get(proxy, tls_origin) == (200, b"secret GET /secret ")
+    # another host is still refused offline
+    raw = await proxy.raw(
+        f"CONNECT 127.0.0.1:{tls_origin.port} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+    )
+    assert raw.startswith(b"HTTP/1.1 503") and b"offline" in raw
+    assert tls_origin.hits == {"/secret": 1}

@@ -477,6 +477,11 @@ class Filters:
         path: a tunnel's paths are not seen), or None."""
         return self.dont_get.match_host("https", host, port)
 
+    def direct_connect(self, host: str, port: int) -> bool:
+        """Is a CONNECT to ``host:port`` for the local network (``local_net``, a pattern
+        without a path): tunnelled even offline?"""
+        return self.local_net.match_host("https", host, port) is not None
+
 
 # --- the replacement for a blocked URL --------------------------------------------------------
 

@@ -149,7 +149,8 @@ async def tunnel(request: web.Request, server: ProxyServer) -> web.StreamRespons
     if should_intercept(host, server.config.https_intercept, server.config.https_bypass):
         # recorded and served offline like plain HTTP (offline too: answered from the cache)
         return await server.interceptor.intercept(request, server, Target(host, port))
-    if server.services.mode is Mode.OFFLINE:
+    services = server.services
+    if services.mode is Mode.OFFLINE and not services.filters.direct_connect(host, port):
         return page_response(
             503,
             "Offline",

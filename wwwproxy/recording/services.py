@@ -161,9 +161,9 @@ class Services:
         except OSError as exc:  # a full disk must not stop a mode switch
             log.warning("the session log %s was not written: %s", self.sessions.path, exc)
 
-    def _apply(self, config: Config) -> None:
+    def _apply(self, config: Config, *, reread: bool = True) -> None:
         tls = self._tls(config)  # first: a CA file that does not load changes nothing
-        filters = self._filters(config)  # and a blocklist that cannot be read
+        filters = self._filters(config, reread)  # and a blocklist that cannot be read
         self.state.config = config
         #: dont_get, dont_cache, dont_queue, local_net (both fronts ask on every request)
         self.filters = filters
@@ -195,10 +195,12 @@ class Services:
         self._tls_for, self._tls_made = config.upstream_ca, True
         return context
 
-    def _filters(self, config: Config) -> Filters:
-        """The filters for ``config``, made anew when they or the blocklist files changed."""
+    def _filters(self, config: Config, reread: bool = True) -> Filters:
+        """The filters for ``config``: made anew when the lists changed, and when the config
+        has blocklist files, which a reload reads again (``reread``)."""
         old = self.__dict__.get("filters")
-        if old is not None and not config.blocklist and _same_filters(self.config, config):
+        unchanged = old is not None and _same_filters(self.config, config)
+        if unchanged and (not config.blocklist or not reread):
             return old
         return load_filters(config)
 
@@ -211,7 +213,7 @@ class Services:
 
     def listening_on(self, port: int) -> None:
         """The port the proxy really listens on (the config may say 0: any free port)."""
-        self._apply(dataclasses.replace(self.config, listen_port=port))
+        self._apply(dataclasses.replace(self.config, listen_port=port), reread=False)
 
     def rule_max_age(self, canonical: str) -> int | None:
         """The max_age of the first configured ``freshness`` rule for the URL, if any (kept
@@ -284,7 +286,14 @@ def ip_address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | Non
     return addr
 
 
-_FILTER_KEYS = ("dont_get", "dont_cache", "dont_queue", "local_net", "dont_get_status")
+_FILTER_KEYS = (
+    "dont_get",
+    "dont_cache",
+    "dont_queue",
+    "local_net",
+    "dont_get_status",
+    "blocklist",
+)
 
 
 def _same_filters(a: Config, b: Config) -> bool:
