@@ -123,7 +123,7 @@ class Config:
     upstream_ca: Path | None = None
     #: the proxy origins are reached through, ``http://[user:password@]host:port``; None: the
     #: http_proxy/https_proxy environment variables; ``direct``: none, whatever they say
-    upstream_proxy: str | None = None
+    upstream_proxy: str | None = field(default=None, repr=False)  # may hold a password
     #: host patterns reached directly, not through the upstream proxy; None: the no_proxy
     #: environment variable
     no_proxy: tuple[str, ...] | None = None

@@ -316,6 +316,34 @@ async def test_wrong_credentials_are_a_502_not_a_recorded_page(
     assert origin.hits["/page.html"] == 0
 
 
+async def test_a_config_edit_takes_effect_at_once(
+    make_proxy, origin, upstream, clean_environment, tmp_path
+) -> None:
+    """Set on /config/ (the file rewritten, the configuration reloaded): the next request goes
+    through the upstream proxy; ``direct`` again: it does not."""
+    conf = tmp_path / "wwwproxy.yaml"
+    conf.write_text("# test\nmode: online\n")
+    proxy = await make_proxy(source=str(conf))
+    assert (await proxy.get(origin.url("/page.html"))).status == 200 and upstream.asked == []
+
+    async def set_to(value: str) -> None:
+        async with proxy.session() as session:
+            async with session.post(
+                f"{proxy.url}/config/?format=json",
+                data={"key": "upstream_proxy", "value": value},
+                headers={"X-Wwwproxy-Request": "1"},
+            ) as resp:
+                assert resp.status == 200, await resp.text()
+
+    await set_to(with_credentials(upstream))
+    assert f"upstream_proxy: {with_credentials(upstream)}" in conf.read_text()
+    assert (await proxy.get(origin.url("/image.png"))).status == 200
+    assert upstream.targets() == [origin.url("/image.png")]
+    await set_to("direct")
+    assert (await proxy.get(origin.url("/counted"))).status == 200
+    assert upstream.targets() == [origin.url("/image.png")]
+
+
 async def test_config_page_never_shows_the_credentials(
     make_proxy, upstream, clean_environment, tmp_path
 ) -> None:

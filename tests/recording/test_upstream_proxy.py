@@ -192,6 +192,10 @@ def test_a_proxy_that_is_ourselves_is_left_out(caplog: pytest.LogCaptureFixture)
     assert proxy_settings(Config(upstream_proxy="http://127.0.0.1:8080"), {}, own) == DIRECT
 
 
+def test_config_repr_never_shows_the_proxy_password() -> None:
+    assert "s3cret" not in repr(Config(upstream_proxy="http://u:s3cret@p:1"))
+
+
 def test_credentials_go_to_the_proxy_only() -> None:
     proxy = UpstreamProxy("p", 1, basic(b"u:pw"))
     plain, via = proxy_arguments(proxy, False, [("Accept", "*/*")])
