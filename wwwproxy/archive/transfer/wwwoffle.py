@@ -220,7 +220,7 @@ class _Pages:
             version, status, reason = head.first
             headers = head.headers
             with self._body(f, headers) as (body, headers):
-                self._store(url, key, d_path, int(status), reason, version, headers, body, date)
+                self._store(url, key, int(status), reason, version, headers, body, date)
         self.report.pages.append(Imported(url.canonical, int(status), date))
 
     @staticmethod
@@ -256,7 +256,6 @@ class _Pages:
         self,
         url: URL,
         key: str,
-        d_path: Path,
         status: int,
         reason: str,
         version: str,
