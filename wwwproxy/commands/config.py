@@ -66,6 +66,8 @@ KEYS: dict[str, str] = {
     "503 (0: no cap)",
     "freshness": "serve a cached copy without asking while it is younger than max_age seconds "
     "(a list of {pattern, max_age})",
+    "modify_html": "offline reading: HTML served from the cache changed on the way out (a list "
+    "of {pattern, mark_links, disable_scripts, disable_meta_refresh, disable_popups})",
     "dont_get": "URL patterns never fetched: answered at once with an empty image, script or "
     "stylesheet, or a short page (a list: example.com, *.example.com, */track.gif, "
     "example.com/ads/*)",
@@ -120,6 +122,16 @@ def effective(config: Config) -> dict[str, Any]:
         "max_connections": config.max_connections,
         "max_client_connections": config.max_client_connections,
         "freshness": [{"pattern": r.pattern, "max_age": r.max_age} for r in config.freshness],
+        "modify_html": [
+            {
+                "pattern": r.pattern,
+                "mark_links": r.mark_links,
+                "disable_scripts": r.disable_scripts,
+                "disable_meta_refresh": r.disable_meta_refresh,
+                "disable_popups": r.disable_popups,
+            }
+            for r in config.modify_html
+        ],
         "dont_get": list(config.dont_get),
         "dont_get_status": config.dont_get_status,
         "blocklist": [str(p) for p in config.blocklist],
