@@ -9,13 +9,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+import aiohttp
+
 from wwwproxy.app import open_services
 from wwwproxy.config import Config, parse_config
 from wwwproxy.fetch.prefetch import Prefetcher
 from wwwproxy.fetch.tasks import FetchOptions, Outcome
 from wwwproxy.http.filters import EMPTY_GIF
 
-from .conftest import networks
+from .conftest import TIMEOUT, networks
 
 IMAGE_ACCEPT = {"Accept": "image/avif,image/webp,*/*;q=0.8"}
 
@@ -224,3 +226,24 @@ async def test_local_net_connect_is_tunnelled_offline_too(make_proxy, tls_origin
     )
     assert raw.startswith(b"HTTP/1.1 503") and b"offline" in raw
     assert tls_origin.hits == {"/secret": 1}
+
+
+async def test_local_net_websocket_offline(make_proxy, origin):
+    proxy = await make_proxy("offline", local_net=(_here(origin),))
+    async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+        async with session.ws_connect(
+            origin.url("/ws").replace("http://", "ws://"), proxy=proxy.url, protocols=("chat",)
+        ) as ws:
+            await ws.send_str("hello")
+            assert (await ws.receive(timeout=5)).data == "echo hello"
+    assert origin.hits["/ws"] == 1
+    # not on the local network: refused offline, as ever
+    other = await make_proxy("offline", cache=proxy.cache.parent / "other")
+    async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+        try:
+            await session.ws_connect(origin.url("/ws").replace("http://", "ws://"), proxy=other.url)
+        except aiohttp.WSServerHandshakeError as exc:
+            assert exc.status == 503
+        else:
+            raise AssertionError("an offline WebSocket was relayed")
+    assert origin.hits["/ws"] == 1

@@ -192,7 +192,7 @@ class ProxyServer:
             assert verdict.pattern is not None
             return self.blocked(request, url, verdict.pattern)
         if is_websocket(request):
-            if self.services.mode is Mode.OFFLINE:
+            if self.services.mode is Mode.OFFLINE and verdict.treatment is not Treatment.DIRECT:
                 return page_response(
                     503,
                     "Offline",
