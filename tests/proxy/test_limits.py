@@ -89,9 +89,12 @@ async def test_admission_by_address_and_in_all(transports, caplog):
     assert len([r for r in caplog.records if "refused" in r.getMessage()]) == 1
 
 
-async def test_zero_means_no_cap_but_the_room_still_bounds(transports):
+async def test_the_room_lowers_the_cap_and_zero_means_none(transports):
     caps = ConnectionCaps(room=3)
-    ts = await transports(4)
-    assert [caps.admit(t, "a", 0, 0) for t in ts[:3]] == [None, None, None]
-    assert caps.admit(ts[3], "a", 0, 0) == Refused("max_connections", 3, "a")
+    ts = await transports(5)
+    assert [caps.admit(t, "a", 2048, 0) for t in ts[:3]] == [None, None, None]
+    assert caps.admit(ts[3], "a", 2048, 0) == Refused("max_connections", 3, "a")
     assert caps.total_cap(2048) == 3 and caps.total_cap(2) == 2
+    # 0: no cap at all (the open-files limit alone bounds them: tests/reliability/test_fd_limits)
+    assert caps.total_cap(0) == 0
+    assert caps.admit(ts[3], "a", 0, 0) is None and caps.admit(ts[4], "a", 0, 0) is None

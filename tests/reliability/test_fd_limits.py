@@ -77,6 +77,9 @@ def serving(tmp_path: Path, loop: str, soft: int, hard: int) -> Iterator[Served]
     config = tmp_path / "wwwproxy.yaml"
     config.write_text(
         f"listen: 127.0.0.1:{port}\ncache: {tmp_path / 'cache'}\nrequest_changed: 600\n"
+        # no connection caps: they would refuse the flood before the descriptors run out
+        # (tests/reliability/test_connection_caps.py); here the descriptors do run out
+        "max_connections: 0\nmax_client_connections: 0\n"
     )
     log = tmp_path / "proxy.log"
 

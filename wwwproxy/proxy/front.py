@@ -253,9 +253,13 @@ class FastFront(asyncio.Protocol):
         it sent meanwhile is read and dropped (closing with unread input would reset the
         connection, and the browser might never see the answer), for at most REFUSED_LINGER."""
         self.refusing = True
-        transport.write(answer)
-        if transport.can_write_eof():
-            transport.write_eof()
+        try:
+            transport.write(answer)
+            if transport.can_write_eof():
+                transport.write_eof()
+        except (OSError, RuntimeError):  # gone already (reset): nothing to answer
+            transport.abort()
+            return
         self.timer = asyncio.get_running_loop().call_later(REFUSED_LINGER, transport.abort)
 
     def _arm(self) -> None:

@@ -79,15 +79,16 @@ class ConnectionCaps:
         self.warned = float("-inf")
 
     def total_cap(self, configured: int) -> int:
-        """The configured cap, or less if the open-files limit has no room for it."""
-        return min(configured, self.room)
+        """The configured cap, or less if the open-files limit has no room for it; 0 (no cap)
+        stays 0: the open-files limit alone bounds the connections then."""
+        return min(configured, self.room) if configured else 0
 
     def admit(
         self, transport: asyncio.BaseTransport, peer: str | None, total: int, per_client: int
     ) -> Refused | None:
         """Count ``transport`` in, or say which cap refuses it (0 means no cap)."""
-        total = self.total_cap(total) if total else self.room
-        if len(self.all) >= total:
+        total = self.total_cap(total)
+        if total and len(self.all) >= total:
             _drop_closing(self.all)
             if len(self.all) >= total:
                 return self._refuse(Refused("max_connections", total, peer))
