@@ -72,7 +72,8 @@ def test_canon_stdin_bytes() -> None:
     assert rows[0]["canonical"] == "http://x/%FF"
     assert rows[1]["canonical"] == "http://xn--bcher-kva.example/"
     assert rows[1]["surt"] == "(example,bücher,)/"
-    assert rows[2] == {"input": "", "error": "it is empty"}
+    # an empty input is the proxy's own root (issue 13, item 10; canonical-url-rules 0, 1, 4)
+    assert rows[2]["input"] == "" and rows[2]["canonical"] == "http://localhost:8080/"
     assert "UTF-8" in rows[3]["error"]
     # the input is given back exactly: undecodable bytes as surrogate escapes
     assert rows[3]["input"].encode("utf-8", "surrogateescape") == b"http://b\xfccher.example/"
@@ -94,14 +95,15 @@ def test_canon_stdin_one_row_per_line_in_order() -> None:
         "\x00",
         "d.com",
     ]
+    root = "http://localhost:8080/"  # empty once spaces and control bytes are stripped
     assert [row.get("canonical") for row in rows] == [
         "http://a.com/",
-        None,
-        None,
-        None,
+        root,
+        root,
+        root,
         "http://b.com/x",
         None,
-        None,
+        root,
         "http://d.com/",
     ]
 
