@@ -190,6 +190,30 @@ async def test_no_proxy_hosts_go_direct(make_proxy, origin, upstream, clean_envi
     assert upstream.targets() == [via]
 
 
+async def test_local_net_hosts_go_direct(make_proxy, origin, upstream, clean_environment):
+    """local_net (WWWOFFLE's LocalNet): fetched directly, plain and tunnelled, never through
+    the upstream proxy (and never recorded)."""
+    proxy = await make_proxy(
+        upstream_proxy=with_credentials(upstream),
+        local_net=("127.0.0.1",),
+        connect_ports=(origin.port,),
+    )
+    direct = await proxy.get(origin.url("/page.html"))
+    assert (direct.status, direct.body) == (200, origin.HTML)
+    reader, writer = await proxy.connect_raw()
+    try:
+        writer.write(f"CONNECT 127.0.0.1:{origin.port} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 200"), head
+    finally:
+        writer.close()
+    assert upstream.asked == []
+    # a host outside local_net still goes through it
+    via = f"http://localhost:{origin.port}/image.png"
+    assert (await proxy.get(via)).status == 200
+    assert upstream.targets() == [via]
+
+
 async def test_connect_tunnel_goes_through_it(make_proxy, origin, upstream, clean_environment):
     proxy = await make_proxy(
         upstream_proxy=with_credentials(upstream), connect_ports=(origin.port,)

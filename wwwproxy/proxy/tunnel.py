@@ -157,7 +157,7 @@ async def tunnel(request: web.Request, server: ProxyServer) -> web.StreamRespons
             f"wwwproxy is offline: the secure connection to <code>{html.escape(target)}</code> "
             "cannot be made, and encrypted traffic is not cached.",
         )
-    proxy = server.services.engine.proxies.for_host("https", host)
+    proxy = server.services.engine.proxies.for_host("https", host, port)
     try:
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(host, port) if proxy is None else _open_via(proxy, host, port),

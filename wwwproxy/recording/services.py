@@ -23,7 +23,7 @@ from ..archive.outgoing import OutgoingQueue
 from ..archive.sessions import SessionLog
 from ..archive.store import Store
 from ..config import Config
-from ..http.filters import Blocklist, Filters, parse_blocklist
+from ..http.filters import Blocklist, Filters, Treatment, parse_blocklist
 from ..http.policy import Mode, max_age_for
 from ..url import URL
 from ..url.canonical import DEFAULT_PORTS
@@ -183,7 +183,12 @@ class Services:
             ssl_context=tls,
         )
         # the upstream proxy (upstream_proxy, else http_proxy/https_proxy), never ourselves
-        self.engine.proxies = proxy_settings(config, getproxies_environment(), self.is_own)
+        # local_net hosts are fetched directly, as no_proxy ones are
+        self.engine.proxies = dataclasses.replace(
+            proxy_settings(config, getproxies_environment(), self.is_own),
+            local=lambda url: filters.verdict(url).treatment is Treatment.DIRECT,
+            local_host=filters.direct_connect,
+        )
         self.store.memory.resize(config.memory_cache_mb * 2**20)
 
     def _tls(self, config: Config) -> ssl.SSLContext | None:

@@ -13,7 +13,7 @@ import re
 import socket
 import ssl
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import aiohttp
@@ -182,14 +182,24 @@ class ProxySettings:
     https: UpstreamProxy | None = None
     no_proxy: tuple[str, ...] = ()
     source: str = "none"
+    #: URLs of the local network (``local_net``): always fetched directly, like no_proxy
+    local: Callable[[URL], bool] = field(default=lambda url: False, compare=False, repr=False)
+    #: the same for a CONNECT tunnel to ``host``, ``port``
+    local_host: Callable[[str, int], bool] = field(
+        default=lambda host, port: False, compare=False, repr=False
+    )
 
-    def for_host(self, proto: str, host: str) -> UpstreamProxy | None:
+    def for_host(self, proto: str, host: str, port: int | None = None) -> UpstreamProxy | None:
         proxy = self.https if proto == "https" else self.http if proto == "http" else None
         if proxy is None or any(host_matches(p, host) for p in self.no_proxy):
+            return None
+        if port is not None and self.local_host(host, port):
             return None
         return proxy
 
     def for_url(self, url: URL) -> UpstreamProxy | None:
+        if self.local(url):
+            return None
         return self.for_host(url.proto, url.host)
 
 
