@@ -66,6 +66,11 @@ KEYS: dict[str, str] = {
     "503 (0: no cap)",
     "freshness": "serve a cached copy without asking while it is younger than max_age seconds "
     "(a list of {pattern, max_age})",
+    "max_size": "bytes the cache files may take, e.g. 2 GiB; over it the least recently used "
+    "pages are purged down to 90% (0: no limit)",
+    "keep_captures": "captures kept per URL; older ones are purged (0: keep all)",
+    "purge_after_days": "pages not fetched or served for that many days are purged (a list of "
+    "{pattern, days}; the first match wins)",
     "modify_html": "offline reading: HTML served from the cache changed on the way out (a list "
     "of {pattern, mark_links, disable_scripts, disable_meta_refresh, disable_popups})",
     "dont_get": "URL patterns never fetched: answered at once with an empty image, script or "
@@ -122,6 +127,11 @@ def effective(config: Config) -> dict[str, Any]:
         "max_connections": config.max_connections,
         "max_client_connections": config.max_client_connections,
         "freshness": [{"pattern": r.pattern, "max_age": r.max_age} for r in config.freshness],
+        "max_size": config.max_size,
+        "keep_captures": config.keep_captures,
+        "purge_after_days": [
+            {"pattern": r.pattern, "days": r.days} for r in config.purge_after_days
+        ],
         "modify_html": [
             {
                 "pattern": r.pattern,
