@@ -14,6 +14,7 @@ import pytest
 from wwwproxy.fetch import html_links
 from wwwproxy.fetch.css_links import css_items
 from wwwproxy.fetch.links import Link, canonical_link, resolve_links
+from wwwproxy.http.html_tokens import RAW_TEXT, tag_attributes
 
 # Pieces that meet every rule of the tokenizer: quotes, "/>", comments and bogus comments,
 # raw-text elements and their (false) end tags, style attributes on any tag, wanted and
@@ -59,7 +60,7 @@ def test_passing_over_markup_finds_what_every_token_one_by_one_finds() -> None:
 class _Reference(HTMLParser):
     """The extractor as it was: Python 3.11's html.parser feeding the same collector."""
 
-    CDATA_CONTENT_ELEMENTS = tuple(sorted(html_links._RAW_TEXT))  # noqa: SLF001
+    CDATA_CONTENT_ELEMENTS = tuple(sorted(RAW_TEXT))
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -69,7 +70,7 @@ class _Reference(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         raw = self.get_starttag_text()
         assert raw is not None
-        self.collector.start_tag(tag, html_links._tag_attributes(raw))  # noqa: SLF001
+        self.collector.start_tag(tag, tag_attributes(raw))
         if tag == "style":
             self.style = []
 

@@ -13,18 +13,11 @@ from datetime import UTC, datetime
 
 from ..archive.store import CachedEntry, Store
 from ..config import ModifyHTMLRule
-from ..fetch.html_links import (
-    _COMMENT_CLOSE,
-    _PASS_OVER,
-    _RAW_TEXT,
-    _prescan,
-    _raw_text_end,
-    _start_tag,
-    _tag_attributes,
-)
+from ..fetch.html_links import prescan_charset
 from ..fetch.links import canonical_link, decode_bom, decode_text, page_base, web_codec
 from ..http.content import ContentDecoder, charset_param, decode_content, decodes
 from ..http.headers import Headers, add_via, get_header, set_header
+from ..http.html_tokens import start_tags
 from ..http.modify_html import MAX_HTML, StartTag, is_plain_html, link_refs, rewrite, rule_for
 from ..http.policy import (
     accepts_coding,
@@ -183,40 +176,17 @@ def page_rule(rules: Sequence[ModifyHTMLRule], cached: CachedEntry) -> ModifyHTM
     return rule
 
 
+#: the start tags the rewrite reads (:func:`wwwproxy.http.modify_html.link_refs` and
+#: ``rewrite``): the tokenizer may pass over the others unread
+REWRITTEN_TAGS = frozenset({"a", "area", "base", "script", "meta"})
+
+
 def html_start_tags(text: str) -> Iterator[StartTag]:
     """The start tags of a page that links, scripts and meta refresh are in, where they are,
-    as :mod:`wwwproxy.fetch.html_links` reads them (its tokenizer's loop, which has no
-    positions to give: the rewrite needs them).  Tags nobody looks at are passed over; text
-    inside ``<script>``, ``<style>``, ``<textarea>``... is text.  Never raises."""
-    n = len(text)
-    i = 0
-    skip = _PASS_OVER.match
-    while i < n:
-        i = skip(text, i).end()  # type: ignore[union-attr]
-        if i >= n:
-            return
-        c = text[i + 1 : i + 2]
-        if c.isascii() and c.isalpha():
-            end, tag, closed, attrs = _start_tag(text, i)
-            if end < 0:
-                return
-            if tag is not None:
-                yield i, end, tag, _tag_attributes(text[i:end]) if attrs is None else attrs
-                if not closed and tag in _RAW_TEXT:
-                    end = _raw_text_end(text, tag, end)[1]
-            i = end
-        elif c == "/" or (c in ("!", "?") and not text.startswith("<!--", i)):
-            end = text.find(">", i + 2)
-            if end < 0:
-                return
-            i = end + 1
-        elif text.startswith("<!--", i):
-            m = _COMMENT_CLOSE.search(text, i + 4)
-            if m is None:
-                return
-            i = m.end()
-        else:
-            i += 1
+    read by the link extractor's tokenizer (:mod:`wwwproxy.http.html_tokens`); text inside
+    ``<script>``, ``<style>``, ``<textarea>``... is text.  Never raises."""
+    for start, end, name, attrs, _ in start_tags(text, REWRITTEN_TAGS):
+        yield start, end, name, attrs
 
 
 def cached_keys(store: Store, keys: list[str]) -> set[str]:
@@ -232,7 +202,7 @@ def _decode_page(data: bytes, content_type: str | None) -> str:
     bom = decode_bom(data)
     if bom is not None:
         return bom[0]
-    codec = web_codec(charset_param(content_type)) or _prescan(data)
+    codec = web_codec(charset_param(content_type)) or prescan_charset(data)
     if codec is not None:
         return decode_text(data, codec)
     try:
