@@ -294,6 +294,33 @@ def test_keep_captures_rewrites_the_file_keeping_what_is_needed(tmp_path: Path) 
     assert purge(store, Limits(keep_captures=2), now=NOW).captures_removed == 0
 
 
+def test_a_file_whose_index_lines_are_still_coming_is_not_trimmed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recording appends its records under the file's lock and writes their index lines
+    just after: a purge in between must not move those records (the lines would point at the
+    old places); it leaves the file to the next purge."""
+    store = Store(tmp_path / "cache")
+    url = "http://example.com/busy"
+    for i in range(4):
+        put(store, url, page_html(f"v{i}"), T0 + timedelta(hours=i))
+    held: list = []
+    monkeypatch.setattr(store.index, "add", lambda lines, sync=None: held.extend(lines))
+    put(store, url, page_html("v4"), T0 + timedelta(hours=4))  # appended, its line to come
+    monkeypatch.undo()
+    path = store.path_for(canonicalize(url))
+    before = path.read_bytes()
+
+    assert purge(store, Limits(keep_captures=2), now=NOW).trimmed == []
+    assert path.read_bytes() == before
+
+    store.index.add(held)  # the recording's lines arrive: they point where the record is
+    assert store.check_index() == []
+    assert purge(store, Limits(keep_captures=2), now=NOW).captures_removed == 3
+    assert store.check_index() == []
+    assert body_of(store, url) == page_html("v4")
+
+
 def test_a_kept_revisit_keeps_the_response_it_points_at(tmp_path: Path) -> None:
     store = Store(tmp_path / "cache")
     url = "http://example.com/same"

@@ -442,11 +442,21 @@ def _copy_members(src: int, path: Path, members: Sequence[Member], st: os.stat_r
         raise
 
 
-def trim_file(store: Store, path: Path, keep_captures: int, *, dry_run: bool) -> Trimmed | None:
+def trim_file(
+    store: Store,
+    path: Path,
+    keep_captures: int,
+    *,
+    dry_run: bool,
+    indexed: int | None = None,
+) -> Trimmed | None:
     """Drop the captures of one cache file beyond ``keep_captures`` (:func:`keep_members`):
     rewrite it under its lock; the index lines it needs now are in the result's ``moved``
     (:func:`purge` adds them, and fsyncs the folder, for all files at once).  None when
-    nothing is to go (or the file is gone or damaged)."""
+    nothing is to go (or the file is gone or damaged), or when the file holds more captures
+    than the ``indexed`` lines the purge read: a recording appends its records under the
+    file's lock but writes their index lines just after, and those would point at records
+    the rewrite moved (the next purge trims it)."""
     with _locked(path) as fd:
         if fd is None:
             return None
@@ -456,6 +466,8 @@ def trim_file(store: Store, path: Path, keep_captures: int, *, dry_run: bool) ->
         if not records:
             return None
         members = [Member.of(r) for r in records]
+        if indexed is not None and sum(m.rec_type in _CAPTURES for m in members) > indexed:
+            return None  # a recording's index lines are still to come
         kept = keep_members(members, keep_captures)
         if len(kept) == len(members):
             return None
@@ -583,7 +595,13 @@ def _purge(store: Store, limits: Limits, *, dry_run: bool, now: float | None) ->
         if over and not dry_run:
             atomic_write(pending, "".join(f"{n}\n" for n in over), new_mode=0o600)
         for relpath in over:
-            trimmed = trim_file(store, store.root / relpath, limits.keep_captures, dry_run=dry_run)
+            trimmed = trim_file(
+                store,
+                store.root / relpath,
+                limits.keep_captures,
+                dry_run=dry_run,
+                indexed=counts[Path(relpath).name],
+            )
             if trimmed is None:
                 continue
             result.trimmed.append(trimmed)
