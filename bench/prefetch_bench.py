@@ -85,6 +85,8 @@ class Run:
     responses: int = 0
     warc_bytes: int = 0
     other_bytes: int = 0  # wwwproxy: index, search database, queue ...
+    search_bytes: int = 0  # wwwproxy: the search database (search.sqlite3, after its close)
+    load: float = 0.0  # the machine's 1-minute load average at the end of the run
 
 
 # --- nginx ------------------------------------------------------------------------------------
@@ -138,7 +140,9 @@ def measure(proc: subprocess.Popen[bytes], what: str, deadline: float) -> Run:
     seconds = time.monotonic() - started
     proc.returncode = os.waitstatus_to_exitcode(status)  # Popen's own bookkeeping
     cpu = usage.ru_utime + usage.ru_stime
-    return Run(what, seconds, cpu, usage.ru_maxrss / 1024, proc.returncode)  # KiB on Linux
+    run = Run(what, seconds, cpu, usage.ru_maxrss / 1024, proc.returncode)  # KiB on Linux
+    run.load = os.getloadavg()[0]
+    return run
 
 
 def responses(paths: list[Path]) -> tuple[set[str], int]:
@@ -216,6 +220,8 @@ def run_wwwproxy(
     run.warc_bytes = sum(p.stat().st_size for p in warcs)
     every = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())
     run.other_bytes = every - run.warc_bytes
+    search = cache / "search.sqlite3"
+    run.search_bytes = search.stat().st_size if search.exists() else 0
     return run
 
 
@@ -224,10 +230,12 @@ def run_wwwproxy(
 
 def describe(run: Run, i: int, runs: int) -> str:
     rest = f"  + {run.other_bytes / 2**20:.1f} MiB index/search" if run.other_bytes else ""
+    if run.search_bytes and run.warc_bytes:
+        rest += f" (search {run.search_bytes / run.warc_bytes:.2f}x WARC)"
     return (
         f"  run {i}/{runs} {run.tool:<9} {run.seconds:7.2f} s  cpu {run.cpu:6.2f} s  "
         f"peak RSS {run.rss_mib:5.0f} MiB  {run.responses} URLs  "
-        f"WARC {run.warc_bytes / 2**20:.1f} MiB{rest}"
+        f"WARC {run.warc_bytes / 2**20:.1f} MiB{rest}  load {run.load:.1f}"
     )
 
 
@@ -259,6 +267,14 @@ def summary(wget: list[Run], ours: list[Run]) -> list[str]:
     lines.append(
         f"  wget time / wwwproxy time: {ratio:.2f}x (target >= {TARGET:.1f}: {met}); "
         f"CPU: {median(wget, 'cpu') / median(ours, 'cpu'):.2f}x"
+    )
+    per_url = 1000 * median(ours, "cpu") / max(1.0, median(ours, "responses"))
+    loads = [r.load for r in (*wget, *ours)]
+    lines.append(
+        f"  wwwproxy CPU per URL {per_url:.1f} ms; search database "
+        f"{median(ours, 'search_bytes') / max(1.0, median(ours, 'warc_bytes')):.2f}x the WARC "
+        f"bytes; load average {min(loads):.1f}-{max(loads):.1f} (other work on the machine: "
+        "compare the ratios and CPU seconds, not the wall seconds of different runs)"
     )
     return lines
 

@@ -290,3 +290,13 @@ def test_a_merge_waits_for_a_pause_and_flush_merges_at_once(store, monkeypatch):
     assert index.flush(60)
     assert index._meta("unmerged") == 0
     assert index.search("sloe").total == 5
+
+
+def test_closing_twice_writes_nothing_and_logs_nothing(tmp_path, caplog):
+    store = Store(tmp_path / "cache")
+    index = SearchIndex(store.root)
+    index.attach(store)
+    put(store, "http://c.example/", b"<title>T</title>rowan", HTML)
+    index.close()
+    index.close()  # the services and the server both close it on the way out
+    assert [r for r in caplog.records if r.levelname == "ERROR"] == []

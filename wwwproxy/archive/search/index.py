@@ -143,6 +143,7 @@ class SearchIndex:
         self._batching = 0  # under the write lock: pages are committed by the batch
         self._merging = 0  # the indexing thread may be merging (see _merge_if_due)
         self._merge_wanted = False  # pages came since the last merge (see _work)
+        self._closed = False
         self._waiters = 0  # callers of _wait: the indexing thread does not dawdle
         self._merge_waiters = 0  # ... and those waiting for the merge too (flush)
         #: the store whose pages did not fit the queue: caught up from its index (_catch_up)
@@ -238,6 +239,9 @@ class SearchIndex:
 
     def _idle_work(self) -> None:
         """No page came for a while: index what a full queue left behind, then merge."""
+        if self._closed:  # pages recorded after close() were never indexed: nothing to merge
+            self._behind, self._merge_wanted = None, False
+            return
         self._merging += 1  # flush() sees no gap between the flags and the work
         try:
             behind, self._behind = self._behind, None
@@ -261,12 +265,13 @@ class SearchIndex:
         (a rebuild or compaction) if any; a failure is logged, never fatal."""
         captures = [job for job in jobs if isinstance(job, _Capture)]
         try:
-            with self._batch():
-                for capture in captures:
-                    try:
-                        self.index_capture(capture.store, capture.line)
-                    except Exception:  # noqa: BLE001
-                        log.exception("search index: %s not indexed", capture.line.uri)
+            if captures:
+                with self._batch():
+                    for capture in captures:
+                        try:
+                            self.index_capture(capture.store, capture.line)
+                        except Exception:  # noqa: BLE001
+                            log.exception("search index: %s not indexed", capture.line.uri)
         except sqlite3.Error:
             log.exception("search index: %d page(s) not indexed", len(captures))
         for job in jobs:
@@ -360,7 +365,11 @@ class SearchIndex:
             self._waiters += 1
             self._merge_waiters += merged
         try:
-            if self._pending.unfinished_tasks or self._behind is not None or merged:
+            if (
+                self._pending.unfinished_tasks
+                or self._behind is not None
+                or (merged and self._merge_wanted)
+            ):
                 self._enqueue(_wake)  # the thread may be collecting a batch, or idling
             while (
                 self._pending.unfinished_tasks
@@ -379,6 +388,7 @@ class SearchIndex:
     def close(self) -> None:
         self.flush()
         with self._lock:
+            self._closed = True
             self._conn.close()
 
     def _meta(self, name: str) -> int:
