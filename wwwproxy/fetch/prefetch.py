@@ -3,8 +3,9 @@
 
 Every fetch goes through :meth:`wwwproxy.recording.engine.Engine.fetch`, the proxy's own
 recording path, whether to fetch is decided by :func:`wwwproxy.http.policy.decide`, the proxy's
-own cache policy, and what is followed is read back from the archive, so the cache holds exactly
-what a browser going through the proxy would have got.
+own cache policy, and what is followed is what was recorded (the bytes the engine hands back
+with the response it just recorded, or a cached copy read from the archive), so the cache holds
+exactly what a browser going through the proxy would have got.
 
 Rules (decisions where the issue was silent are marked *):
 
