@@ -165,29 +165,20 @@ def _pass_over(names: frozenset[str] | None) -> re.Pattern[str]:
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
-def _start_tag(text: str, i: int) -> tuple[int, str | None, bool, dict[str, str] | None]:
-    """The start tag at ``text[i]`` ("<" and a letter), by the stdlib's rules: where it ends
-    (-1: at the end of the document, unfinished), its lower-cased name (None: the stdlib
-    takes it as text), whether it ends with "/>", and for a plain tag its attributes."""
-    m = _PLAIN_TAG.match(text, i)
-    if m is not None:
-        attrs: dict[str, str] = {}
-        for name, dq, sq, bare in _PLAIN_ATTRIBUTE.findall(m.group(2)):
-            name = name.lower()
-            if name not in attrs:
-                value = dq or sq or bare
-                attrs[name] = _unescape_attr(value) if "&" in value else value
-        return m.end(), m.group(1).lower(), m.group(3) == "/", attrs
+def _start_tag(text: str, i: int) -> tuple[int, str | None, bool]:
+    """The start tag at ``text[i]`` ("<" and a letter) that is not plain, by the stdlib's
+    rules: where it ends (-1: at the end of the document, unfinished), its lower-cased name
+    (None: the stdlib takes it as text), and whether it ends with "/>"."""
     j = _LOCATE_START_TAG_END.match(text, i).end()  # type: ignore[union-attr]
     after = text[j : j + 1]
     if after == ">":
         end = j + 1
     elif after == "/":
         if not text.startswith("/>", j):
-            return -1, None, False, None
+            return -1, None, False
         end = j + 2
     elif not after or after in _LETTERS or after == "=":
-        return -1, None, False, None
+        return -1, None, False
     else:
         end = j if j > i else i + 1
     name = _TAG_FIND.match(text, i + 1)
@@ -197,8 +188,8 @@ def _start_tag(text: str, i: int) -> tuple[int, str | None, bool, dict[str, str]
         k = attr.end()
     rest = text[k:end].strip()
     if rest not in (">", "/>"):
-        return end, None, False, None
-    return end, name.group(1).lower(), rest == "/>", None
+        return end, None, False
+    return end, name.group(1).lower(), rest == "/>"
 
 
 def raw_text_end(text: str, tag: str, i: int) -> tuple[int, int]:
@@ -227,34 +218,51 @@ def start_tags(
     i = 0
     skip = _pass_over(names).match
     find = text.find
+    plain_tag, plain_attributes, raw_text = _PLAIN_TAG.match, _PLAIN_ATTRIBUTE.findall, RAW_TEXT
     while i < n:
         i = skip(text, i).end() if pass_over else find("<", i)  # type: ignore[union-attr]
         if i < 0 or i >= n:
             return
-        c = text[i + 1 : i + 2]
-        if c.isascii() and c.isalpha():
-            end, tag, closed, attrs = _start_tag(text, i)
-            if end < 0:
-                return
-            if tag is not None:
-                if attrs is None:
-                    attrs = tag_attributes(text[i:end])
-                if not closed and tag in RAW_TEXT:
-                    content_end, close_end = raw_text_end(text, tag, end)
-                    yield i, end, tag, attrs, content_end
-                    end = close_end
-                else:
-                    yield i, end, tag, attrs, end
-            i = end
-        elif c == "/" or (c in ("!", "?") and not text.startswith("<!--", i)):
-            end = find(">", i + 2)
-            if end < 0:
-                return
-            i = end + 1
-        elif text.startswith("<!--", i):
-            m = _COMMENT_CLOSE.search(text, i + 4)
-            if m is None:
-                return
-            i = m.end()
+        m = plain_tag(text, i)
+        if m is not None:  # the usual tag, read by one match (the same as the rules below)
+            tag, body, slash = m.groups()
+            tag, end, closed = tag.lower(), m.end(), slash == "/"
+            attrs: dict[str, str] = {}
+            if body:
+                for name, dq, sq, bare in plain_attributes(body):
+                    name = name.lower()
+                    if name not in attrs:
+                        value = dq or sq or bare
+                        attrs[name] = _unescape_attr(value) if "&" in value else value
         else:
-            i += 1
+            c = text[i + 1 : i + 2]
+            if c.isascii() and c.isalpha():
+                end, name_or_text, closed = _start_tag(text, i)
+                if end < 0:
+                    return
+                if name_or_text is None:
+                    i = end
+                    continue
+                tag, attrs = name_or_text, tag_attributes(text[i:end])
+            elif c == "/" or (c in ("!", "?") and not text.startswith("<!--", i)):
+                end = find(">", i + 2)
+                if end < 0:
+                    return
+                i = end + 1
+                continue
+            elif text.startswith("<!--", i):
+                comment = _COMMENT_CLOSE.search(text, i + 4)
+                if comment is None:
+                    return
+                i = comment.end()
+                continue
+            else:
+                i += 1
+                continue
+        if not closed and tag in raw_text:
+            content_end, close_end = raw_text_end(text, tag, end)
+            yield i, end, tag, attrs, content_end
+            end = close_end
+        else:
+            yield i, end, tag, attrs, end
+        i = end
