@@ -193,25 +193,11 @@ def test_without_keep_good_copy_the_newest_servable_capture_counts(tmp_path):
     assert newest == {"ok": 200, "part": 404, "was": 404, "only304": None}
 
 
-def with_payload_lengths(store) -> None:
-    """Rebuild the index with each line's ``ple`` (payload bytes) as read from its WARC record,
-    as the store writes it once ``ple`` is in its index lines."""
-    from wwwproxy.archive.cdxj import CDXJRecord
-    from wwwproxy.archive.warc import read_record_at
-
-    lines = []
-    for rec in store.list_prefix(""):
-        name, offset = rec.warcfile
-        stored = read_record_at(store.resolve_warcfile(name, rec.uri), offset)
-        fields = dict(rec.fields, ple=stored.payload_length)
-        lines.append(CDXJRecord(rec.key, rec.timestamp, rec.record_type, fields))
-    store.index.rebuild(lines)
-
-
 async def test_the_size_shown_is_the_served_payload(client, proxy):
-    """With payload lengths in the index the Size column is the served copy's payload, not
-    its cache file's size (all captures, gzip, WARC headers); a revisit's is its response's;
-    with the good copy kept it is the good copy's.  Sorting by size follows it."""
+    """With payload lengths in the index (the store writes them) the Size column is the
+    served copy's payload, not its cache file's size (all captures, gzip, WARC headers); a
+    revisit's is its response's; with the good copy kept it is the good copy's.  Sorting by
+    size follows it."""
     store = proxy.services.store
     t = datetime(2024, 5, 1, tzinfo=UTC)
     record(store, "http://pl.example/big", b"x" * 5000, t)
@@ -219,9 +205,9 @@ async def test_the_size_shown_is_the_served_payload(client, proxy):
     record(store, "http://pl.example/small", b"tiny", t)
     record(store, "http://pl.example/kept", b"g" * 300, t)
     record(store, "http://pl.example/kept", b"e" * 9000, t + timedelta(hours=1), status=500)
+    # the store writes each response's payload length (ple) into its index line
     before = {p.key.rsplit("/", 1)[1]: p for p in host_pages(store, "http", "pl.example")}
-    assert all(p.payload is None for p in before.values())  # no ple: nothing made up
-    with_payload_lengths(store)
+    assert (before["big"].payload, before["small"].payload) == (5000, 4)
     status, data = await client.get_json("/index/http/pl.example/?sort=size&order=asc")
     assert status == 200
     pages = {p["url"].rsplit("/", 1)[1]: p for p in data["pages"]}

@@ -68,8 +68,13 @@ def expected(store: Store, keys: list[str], sort: str, order: str) -> list[str]:
     if sort == "time":
         when = {k: store.captures(k)[-1].timestamp for k in keys}
         out = sorted(sorted(keys), key=lambda k: when[k])
-    elif sort == "size":
-        out = sorted(sorted(keys), key=lambda k: file_size(store, k))
+    elif sort == "size":  # the served copy's payload (its index line's ple)
+
+        def size(key: str) -> int:
+            ple = store.captures(key)[-1].fields.get("ple")
+            return ple if isinstance(ple, int) else file_size(store, key)
+
+        out = sorted(sorted(keys), key=size)
     else:
         out = sorted(keys)
     return out[::-1] if order == "desc" else out

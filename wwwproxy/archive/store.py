@@ -468,6 +468,8 @@ class Store:
             "rid": info.record_id,
             "rle": length,
         }
+        if info.rec_type == "response":
+            optional["ple"] = info.payload_length  # the page's size, for the host index
         if info.rec_type == "revisit":
             optional["rou"] = info.refers_to_target_uri
             optional["rod"] = info.refers_to_date
