@@ -111,6 +111,9 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
     tried = failed = crashed = 0
     lost = -1  # not known until the offline check at the end
     answered_online: set[int] = set()
+    #: the same, in a list to pick from (a tuple of the set per request made the client
+    #: itself the bottleneck after a few minutes: O(pages) per request)
+    answered_list: list[int] = []
     next_new = 0
     offline = False
     window = Window()
@@ -125,7 +128,7 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
                 nonlocal tried, failed, next_new
                 r = rng.random()
                 if r < 0.6 and answered_online:
-                    n = rng.choice(tuple(answered_online))
+                    n = rng.choice(answered_list)
                     url, headers = f"http://127.0.0.1:{oport}/p/{n}", {}
                 elif r < 0.9 or not answered_online:
                     n, next_new = next_new, next_new + 1
@@ -144,7 +147,7 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
                 else:
                     if not answered_online:
                         return
-                    n = rng.choice(tuple(answered_online))
+                    n = rng.choice(answered_list)
                     url = f"http://127.0.0.1:{oport}/p/{n}"
                     headers = {"Cache-Control": "max-age=0"}
                 tried += 1
@@ -155,7 +158,9 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
                         body = await reply.read()
                     window.latencies.append(time.monotonic() - start)
                     if n >= 0 and reply.status == 200 and body == page(n) and not offline:
-                        answered_online.add(n)
+                        if n not in answered_online:
+                            answered_online.add(n)
+                            answered_list.append(n)
                     elif reply.status >= 500 and not (offline and reply.status == 503):
                         failed += 1
                         window.errors += 1
