@@ -161,6 +161,9 @@ class Prefetcher:
                 self._report(Result(url.file, Outcome.FAILED, problem="not an http or https URL"))
                 continue
             self._discover(Task(url.file, 0, Role.SEED, url.file))
+        # the upstream session (its TLS context: tens of milliseconds) is made now, not inside
+        # the first request's turn, where it would eat into the delay between requests
+        _ = self.services.engine.session
         workers = [asyncio.create_task(self._worker()) for _ in range(self.options.concurrency)]
         try:
             if others:
