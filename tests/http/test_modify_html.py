@@ -12,6 +12,7 @@ import pytest
 from wwwproxy.config import ModifyHTMLRule
 from wwwproxy.http.html_tokens import start_tags
 from wwwproxy.http.modify_html import (
+    REWRITTEN_TAGS,
     STYLE,
     is_plain_html,
     link_refs,
@@ -20,7 +21,7 @@ from wwwproxy.http.modify_html import (
     rule_for,
     with_charset,
 )
-from wwwproxy.proxy.replay import REWRITTEN_TAGS, html_start_tags
+from wwwproxy.proxy.replay import html_start_tags
 
 
 def rule(

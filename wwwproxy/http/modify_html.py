@@ -74,6 +74,9 @@ class ModifyHTMLRule:
 
 _SAME_WINDOW = frozenset({"", "_self", "_parent", "_top"})
 _LINKS = ("a", "area")
+#: the start tags :func:`link_refs` and :func:`rewrite` read: a tokenizer may pass over the
+#: others unread (a tag read here must be named here)
+REWRITTEN_TAGS = frozenset({*_LINKS, "base", "script", "meta"})
 
 
 def rule_for(rules: Iterable[ModifyHTMLRule], canonical: str) -> ModifyHTMLRule | None:

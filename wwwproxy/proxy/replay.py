@@ -18,7 +18,15 @@ from ..fetch.links import canonical_link, decode_bom, decode_text, page_base, we
 from ..http.content import ContentDecoder, charset_param, decode_content, decodes
 from ..http.headers import Headers, add_via, get_header, set_header
 from ..http.html_tokens import start_tags
-from ..http.modify_html import MAX_HTML, StartTag, is_plain_html, link_refs, rewrite, rule_for
+from ..http.modify_html import (
+    MAX_HTML,
+    REWRITTEN_TAGS,
+    StartTag,
+    is_plain_html,
+    link_refs,
+    rewrite,
+    rule_for,
+)
 from ..http.policy import (
     accepts_coding,
     current_age,
@@ -174,11 +182,6 @@ def page_rule(rules: Sequence[ModifyHTMLRule], cached: CachedEntry) -> ModifyHTM
             rule = None
     cached.memo["modify_html.rule"] = (rules, rule)
     return rule
-
-
-#: the start tags the rewrite reads (:func:`wwwproxy.http.modify_html.link_refs` and
-#: ``rewrite``): the tokenizer may pass over the others unread
-REWRITTEN_TAGS = frozenset({"a", "area", "base", "script", "meta"})
 
 
 def html_start_tags(text: str) -> Iterator[StartTag]:
