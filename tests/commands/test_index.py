@@ -151,6 +151,30 @@ def test_last_fetch_is_the_newest_file_time(tmp_path):
     assert host.last is not None and abs(host.last.timestamp() - old) < 1
 
 
+def test_a_big_host_that_keeps_changing_is_not_counted_on_every_request(tmp_path, monkeypatch):
+    """A host folder whose count is costly (tens of thousands of pages: here any count, the
+    threshold set to 0) and that keeps getting new pages is counted again only once the time
+    since its last count is many times what that count took: `/` under a recording load does
+    not scan the folder on every request (a soak's pages once queued behind such scans)."""
+    from wwwproxy.commands import listing
+
+    folder = tmp_path / "cache" / "http" / "busy.example"
+    folder.mkdir(parents=True)
+
+    def add(i: int) -> None:
+        (folder / f"{i:040x}.warc.gz").write_bytes(b"x" * 10)
+
+    for i in range(3):
+        add(i)
+    monkeypatch.setattr(listing, "_RECOUNT_COST", 0.0)
+    monkeypatch.setattr(listing, "_RECOUNT_EVERY", 10**9)  # "not long ago" for this test
+    assert [h.pages for h in list_hosts(tmp_path / "cache")] == [3]
+    add(3)
+    assert [h.pages for h in list_hosts(tmp_path / "cache")] == [3]  # kept, a little stale
+    monkeypatch.setattr(listing, "_RECOUNT_EVERY", 0)  # long enough since
+    assert [h.pages for h in list_hosts(tmp_path / "cache")] == [4]
+
+
 def test_split_hostport():
     assert split_hostport("example.com") == ("example.com", None)
     assert split_hostport("example.com:8080") == ("example.com", "8080")

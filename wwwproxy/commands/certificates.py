@@ -7,13 +7,12 @@ CONNECT."""
 
 from __future__ import annotations
 
-import asyncio
-
 from aiohttp import web
 
 from ..proxy.certs import CertificateAuthority, CertificateError, install_help
 from .context import Context, PageError
 from .template import esc, link
+from .worker import in_worker
 
 __all__ = ["page"]
 
@@ -21,7 +20,7 @@ __all__ = ["page"]
 async def page(ctx: Context) -> web.StreamResponse:
     directory = ctx.services.store.root / "certificates"
     try:
-        ca = await asyncio.to_thread(CertificateAuthority.load_or_create, directory)
+        ca = await in_worker(CertificateAuthority.load_or_create, directory)
     except (CertificateError, OSError) as exc:
         raise PageError(500, f"The certificate authority is not usable: {exc}") from None
     form = ctx.text("format")

@@ -11,7 +11,6 @@ configuration: an edit (even of ``mode``, the mode to start in) never changes it
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import io
 from pathlib import Path
@@ -29,6 +28,7 @@ from ..recording.upstream import tls_context
 from ..url.proxy import UpstreamProxy, shown_proxy
 from .context import Context, PageError
 from .template import esc, hidden
+from .worker import in_worker
 
 __all__ = ["KEYS", "edit_config_text", "effective", "page"]
 
@@ -369,12 +369,12 @@ async def page(ctx: Context) -> web.StreamResponse:
             )
         edited_key, edited_value = key, value
         try:
-            message = await asyncio.to_thread(_save, ctx, path, key, value or "")
+            message = await in_worker(_save, ctx, path, key, value or "")
         except ConfigError as exc:
             error, status = str(exc), 400
         except OSError as exc:
             error, status = f"{path}: cannot write: {exc.strerror or exc}", 500
-    values, problem = await asyncio.to_thread(_file_values, path)
+    values, problem = await in_worker(_file_values, path)
     config = ctx.services.config
     data: dict[str, object] = {
         "source": source,

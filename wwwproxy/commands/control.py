@@ -13,14 +13,13 @@ background (the JSON says ``"fetching": true``).
 
 from __future__ import annotations
 
-import asyncio
-
 from aiohttp import web
 
 from ..fetch.prefetch import fetch_queue
 from ..http.policy import Mode
 from .context import Context, PageError
 from .template import button_form, esc, hidden
+from .worker import in_worker
 
 __all__ = ["page", "status"]
 
@@ -83,7 +82,7 @@ async def _purge(ctx: Context, result: dict[str, object]) -> str:
     if days < 0 and host is None:
         raise PageError(400, "Purge needs days=N (pages older than N days), host=URL, or both.")
     store = ctx.services.store
-    deleted = await asyncio.to_thread(store.purge, None if days < 0 else days, host)
+    deleted = await in_worker(store.purge, None if days < 0 else days, host)
     result["purged"] = deleted.pages
     scope = f"of {host.proto}://{host.hostport}/" if host else "of all hosts"
     age = f" not fetched in the last {days} day(s)" if days >= 0 else ""

@@ -8,12 +8,11 @@ compaction) and tells its listeners, so the search index follows by itself.
 
 from __future__ import annotations
 
-import asyncio
-
 from aiohttp import web
 
 from .context import Context, PageError
 from .template import button_form, esc, link
+from .worker import in_worker
 
 __all__ = ["page"]
 
@@ -36,10 +35,10 @@ async def page(ctx: Context) -> web.StreamResponse:
     what = f"every page of {host_url}" if whole_host else url.file
     if ctx.post:
         if whole_host:
-            deleted = await asyncio.to_thread(store.delete_host, url.proto, url.hostport)
+            deleted = await in_worker(store.delete_host, url.proto, url.hostport)
             removed = deleted.pages
         else:
-            removed = int(await asyncio.to_thread(store.delete, url))
+            removed = int(await in_worker(store.delete, url))
         data = {"url": url.file, "all": whole_host, "deleted": removed}
         message = f"Deleted {removed} page(s): {what}." if removed else f"Not in the cache: {what}."
 
@@ -54,11 +53,9 @@ async def page(ctx: Context) -> web.StreamResponse:
 
         return ctx.respond(data, "Deleted", done, active="/delete/")
     if whole_host:
-        count = await asyncio.to_thread(
-            lambda: sum(1 for _ in store.list_host(url.proto, url.hostport))
-        )
+        count = await in_worker(lambda: sum(1 for _ in store.list_host(url.proto, url.hostport)))
     else:
-        count = len(await asyncio.to_thread(store.captures, url.file))
+        count = len(await in_worker(store.captures, url.file))
     data = {"url": url.file, "all": whole_host, "pages" if whole_host else "captures": count}
 
     def confirm() -> str:

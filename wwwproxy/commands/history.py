@@ -15,7 +15,6 @@ one-line banner; ``raw=1`` serves the payload exactly as stored.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from datetime import UTC, datetime
 
@@ -28,6 +27,7 @@ from ..http.content import decode_content
 from ..url import URL, surt
 from .context import Context, PageError
 from .template import esc, fmt_time, href, link, table
+from .worker import in_worker
 
 __all__ = ["annotate_html", "cached", "page", "parse_when"]
 
@@ -105,7 +105,7 @@ async def page(ctx: Context) -> web.StreamResponse:
         return ctx.html_response("History of a URL", ask(), active="/history/")
     key = url.file
     store = ctx.services.store
-    captures = await asyncio.to_thread(store.captures, key)
+    captures = await in_worker(store.captures, key)
     served = served_record(captures, prefer_good=ctx.services.config.keep_good_copy)
     data = {
         "url": key,
@@ -190,7 +190,7 @@ async def cached(ctx: Context) -> web.StreamResponse:
     except ValueError as exc:
         message = str(exc)
         raise PageError(400, message[:1].upper() + message[1:] + ".") from None
-    entry = await asyncio.to_thread(_capture_for, ctx, url, when)
+    entry = await in_worker(_capture_for, ctx, url, when)
     if entry is None:
         raise PageError(404, f"{url.file} is not in the cache.", title="Not cached")
     request = ctx.request
@@ -204,7 +204,7 @@ async def cached(ctx: Context) -> web.StreamResponse:
         and entry.payload_length <= MAX_ANNOTATE
         and "utf-16" not in content_type.lower()
     ):
-        body = await asyncio.to_thread(_annotated, ctx, entry, url, encoding)
+        body = await in_worker(_annotated, ctx, entry, url, encoding)
         if body is not None:
             headers = {n: v for n, v in headers.items() if n.lower() != "content-encoding"}
     headers.update(
@@ -222,9 +222,9 @@ async def cached(ctx: Context) -> web.StreamResponse:
     response.content_length = entry.payload_length
     await response.prepare(request)
     if request.method != "HEAD":
-        stream = await asyncio.to_thread(entry.open_body)
+        stream = await in_worker(entry.open_body)
         try:
-            while chunk := await asyncio.to_thread(stream.read, CHUNK):
+            while chunk := await in_worker(stream.read, CHUNK):
                 await response.write(chunk)
         except (ConnectionResetError, aiohttp.ClientConnectionResetError):
             return response

@@ -11,7 +11,6 @@ page costs what it shows, not what the cache holds.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
 from aiohttp import web
@@ -29,6 +28,7 @@ from .listing import (
     split_hostport,
 )
 from .template import esc, fmt_size, fmt_time, href, link, table
+from .worker import in_worker
 
 __all__ = [
     "HostInfo",
@@ -116,7 +116,7 @@ async def page(ctx: Context) -> web.StreamResponse:
 
 
 async def hosts_page(ctx: Context) -> web.StreamResponse:
-    hosts = await asyncio.to_thread(list_hosts, ctx.services.store)
+    hosts = await in_worker(list_hosts, ctx.services.store)
     data = {
         "hosts": [h.as_json() for h in hosts],
         "total_pages": sum(h.pages for h in hosts),
@@ -170,7 +170,7 @@ async def host_page(ctx: Context, proto: str, hostport: str) -> web.StreamRespon
         raise PageError(400, "The 'order' argument must be asc or desc.")
     per = ctx.integer("per", PER_PAGE, 1, MAX_PER_PAGE)
     asked = ctx.integer("page", 1, 1, 10**9)
-    window = await asyncio.to_thread(
+    window = await in_worker(
         host_window,
         ctx.services.store,
         proto,

@@ -71,6 +71,11 @@ HOSTPORT_PATTERN = re.compile(r"[A-Za-z0-9+.\-_:\[\]]+")
 _NOT_HOSTS = ("index", "outgoing", "tmp")
 _INDEXED_TYPES = ("response", "revisit")
 _SETTLED_NS = 1_000_000_000  # a folder mtime this old is trusted (coarse file timestamps)
+#: a host folder whose count took this long (tens of thousands of files) and that keeps
+#: changing (pages being recorded) is counted again at most once per _RECOUNT_EVERY times that
+#: long: its numbers may lag by a second or two, and `/` costs no full scan per request
+_RECOUNT_COST = 0.05
+_RECOUNT_EVERY = 20
 _MAX_VIEWS = 8  # caches followed at once (a process has one; tests open many)
 
 _Ident = tuple[int, int, int, int]
@@ -319,6 +324,8 @@ class _HostSummary(NamedTuple):
     pages: int
     size: int
     last: float
+    counted: float = 0.0  # time.monotonic() when it was counted
+    cost: float = 0.0  # seconds the count took
 
 
 class _Changed:
@@ -432,6 +439,16 @@ class _CacheView:
             self.dirty.discard((proto, hostport))  # before counting: a later mark stays
         if known is not None and known.folder == ident and known.settled and not dirty:
             return known
+        started = time.monotonic()
+        if (
+            known is not None
+            and known.cost >= _RECOUNT_COST
+            and started - known.counted < _RECOUNT_EVERY * known.cost
+        ):
+            if dirty:
+                with self.dirty_lock:
+                    self.dirty.add((proto, hostport))  # still to be counted, a little later
+            return known
         settled = time.time_ns() - folder.st_mtime_ns > _SETTLED_NS
         pages = size = 0
         last = 0.0
@@ -451,7 +468,8 @@ class _CacheView:
                     pages += 1
                     size += st.st_size
                     last = max(last, st.st_mtime)
-        summary = _HostSummary(ident, settled, pages, size, last)
+        done = time.monotonic()
+        summary = _HostSummary(ident, settled, pages, size, last, done, done - started)
         self.summaries[(proto, hostport)] = summary
         return summary
 

@@ -10,7 +10,6 @@ server fetches each URL when it is due and the proxy is online or autodial.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from ..fetch import monitor
 from ..http.policy import Mode
 from .context import Context, PageError
 from .template import button_form, esc, fmt_time, hidden, link, table
+from .worker import in_worker
 
 __all__ = ["page"]
 
@@ -46,12 +46,12 @@ async def _post(ctx: Context, path: Path) -> str:
     if ctx.args.get("remove") is not None:
         url = ctx.url("remove")
         assert url is not None
-        removed = await asyncio.to_thread(monitor.remove, path, url.file)
+        removed = await in_worker(monitor.remove, path, url.file)
         return f"No longer monitoring {url.file}." if removed else f"{url.file} was not monitored."
     if ctx.args.get("fetch") is not None:
         url = ctx.url("fetch")
         assert url is not None
-        entries = await asyncio.to_thread(monitor.load, path)
+        entries = await in_worker(monitor.load, path)
         if url.file not in {e.url for e in entries}:
             raise PageError(404, f"{url.file} is not monitored.")
         if ctx.services.mode is Mode.OFFLINE:
@@ -66,7 +66,7 @@ async def _post(ctx: Context, path: Path) -> str:
         raise PageError(400, f"Only http and https URLs can be monitored, not {url.proto}.")
     if ctx.services.is_own(url):
         raise PageError(400, "That is one of this proxy's own pages.")
-    entry = await asyncio.to_thread(monitor.add, path, url.file, _schedule(ctx))
+    entry = await in_worker(monitor.add, path, url.file, _schedule(ctx))
     return (
         f"Monitoring {entry.url} {monitor.describe(entry.schedule)}; it is fetched when due "
         "while the proxy is online or autodial."
@@ -84,7 +84,7 @@ async def page(ctx: Context) -> web.StreamResponse:
     now = datetime.now().astimezone()
     problem = ""
     try:
-        rows = await asyncio.to_thread(monitor.page_rows, path, now)
+        rows = await in_worker(monitor.page_rows, path, now)
     except monitor.MonitorError as exc:
         rows, problem = [], str(exc)
     data: dict[str, object] = {

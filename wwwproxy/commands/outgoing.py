@@ -3,7 +3,6 @@ removes them."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 
 from aiohttp import web
@@ -11,6 +10,7 @@ from aiohttp import web
 from ..archive.outgoing import OutgoingQueue, QueuedRequest
 from .context import Context, PageError
 from .template import button_form, esc, table
+from .worker import in_worker
 
 __all__ = ["page"]
 
@@ -50,15 +50,15 @@ async def page(ctx: Context) -> web.StreamResponse:
     if ctx.post:
         key = ctx.text("cancel")
         if ctx.flag("all"):
-            removed = await asyncio.to_thread(_cancel_all, queue)
+            removed = await in_worker(_cancel_all, queue)
             message = f"Cancelled {removed} queued request(s)."
         elif key:
-            removed = int(await asyncio.to_thread(queue.remove, key))
+            removed = int(await in_worker(queue.remove, key))
             message = "Cancelled." if removed else f"{key} was not queued."
         else:
             raise PageError(400, "Give cancel=KEY (the queued request's key) or all=1.")
         result["cancelled"] = removed
-    entries = await asyncio.to_thread(_entries, queue)
+    entries = await in_worker(_entries, queue)
     data: dict[str, object] = {"queued": len(entries), "requests": entries, **result}
     if message:
         data["message"] = message

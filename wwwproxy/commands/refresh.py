@@ -35,6 +35,7 @@ from ..http.policy import Mode
 from ..url import canonicalize
 from .context import Context, PageError
 from .template import esc, fmt_time, hidden, link, table
+from .worker import in_worker
 
 if TYPE_CHECKING:
     from ..recording.services import Services
@@ -174,12 +175,12 @@ class RefreshJob:
         start = canonicalize(self.url)
         targets = [start.file]
         if self.depth or self.groups:
-            entry = await asyncio.to_thread(
+            entry = await in_worker(
                 services.store.get, start, prefer_good=services.config.keep_good_copy
             )
             if entry is not None and 200 <= entry.status < 300:
                 try:
-                    links = await asyncio.to_thread(page_links, entry, start.file)
+                    links = await in_worker(page_links, entry, start.file)
                 except (ValueError, OSError) as exc:
                     self.error(f"{start.file}: links not read: {exc}")
                     links = []
@@ -190,7 +191,7 @@ class RefreshJob:
             if services.is_own(canonicalize(target)):
                 continue
             item = QueuedRequest(url=target, key=target, headers=headers)
-            if await asyncio.to_thread(services.queue.add, item):
+            if await in_worker(services.queue.add, item):
                 self.queued += 1
 
 

@@ -7,13 +7,12 @@ existed).
 
 from __future__ import annotations
 
-import asyncio
-
 from aiohttp import web
 
 from ..archive.search import SEARCH_DB
 from .context import Context, PageError
 from .template import button_form, esc, fmt_time, link
+from .worker import in_worker
 
 __all__ = ["page"]
 
@@ -36,7 +35,7 @@ async def page(ctx: Context) -> web.StreamResponse:
     if ctx.post:
         if ctx.text("action") != "rebuild":
             raise PageError(400, "The only action here is action=rebuild.")
-        count = await asyncio.to_thread(index.rebuild, store)
+        count = await in_worker(index.rebuild, store)
         message = f"Search index rebuilt: {count} page(s)."
     query = (ctx.text("q", "") or "").strip()
     if len(query) > MAX_QUERY:
@@ -44,8 +43,8 @@ async def page(ctx: Context) -> web.StreamResponse:
     number = ctx.integer("page", 1, 1, 1000)
     results = None
     if query:
-        results = await asyncio.to_thread(index.search, query, PER_PAGE, (number - 1) * PER_PAGE)
-    known, with_text = await asyncio.to_thread(index.count)
+        results = await in_worker(index.search, query, PER_PAGE, (number - 1) * PER_PAGE)
+    known, with_text = await in_worker(index.count)
     data: dict[str, object] = {"query": query, "indexed": known, "with_text": with_text}
     if message:
         data["message"] = message

@@ -9,7 +9,6 @@ the cache.  Both answer JSON as every page does.
 
 from __future__ import annotations
 
-import asyncio
 import re
 
 from aiohttp import web
@@ -20,6 +19,7 @@ from .context import Context, PageError
 from .index import MAX_PER_PAGE, PER_PAGE, pager, past_the_end
 from .recent import Capture, captures_between
 from .template import esc, fmt_size, fmt_time, href, link, table
+from .worker import in_worker
 
 __all__ = ["SESSION_PAGES", "lastout", "page", "session_name"]
 
@@ -100,7 +100,7 @@ async def page(ctx: Context) -> web.StreamResponse:
     per = ctx.integer("per", PER_PAGE, 1, MAX_PER_PAGE)
     asked = ctx.integer("page", 1, 1, 10**9)
     store = ctx.services.store
-    sessions = await asyncio.to_thread(SessionLog(store.root).sessions)
+    sessions = await in_worker(SessionLog(store.root).sessions)
     if number >= max(1, len(sessions)):
         raise PageError(404, f"There is no {name}: {len(sessions)} online session(s) are recorded.")
     session = sessions[number] if sessions else None
@@ -110,7 +110,7 @@ async def page(ctx: Context) -> web.StreamResponse:
         start = format_timestamp(session.start)
         end = format_timestamp(session.end) if session.end else None
         oldest = format_timestamp(sessions[-1].start)
-        found, complete = await asyncio.to_thread(captures_between, store, start, end, oldest)
+        found, complete = await in_worker(captures_between, store, start, end, oldest)
     total = len(found)
     shown_number, last, first = _page_of(total, per, asked)
     if order == "desc":
@@ -174,8 +174,8 @@ async def lastout(ctx: Context) -> web.StreamResponse:
     per = ctx.integer("per", PER_PAGE, 1, MAX_PER_PAGE)
     asked = ctx.integer("page", 1, 1, 10**9)
     root = ctx.services.store.root
-    got: LastOut | None = await asyncio.to_thread(read_lastout, root)
-    sessions = await asyncio.to_thread(SessionLog(root).sessions)
+    got: LastOut | None = await in_worker(read_lastout, root)
+    sessions = await in_worker(SessionLog(root).sessions)
     entries = got.entries if got else []
     total = len(entries)
     number, last, first = _page_of(total, per, asked)

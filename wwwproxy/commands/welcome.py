@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from aiohttp import web
 
 from .context import Context
 from .control import status
 from .index import list_hosts
 from .template import esc, fmt_size, fmt_time
+from .worker import in_worker
 
 __all__ = ["page"]
 
@@ -29,9 +28,9 @@ _PAGES = (
 
 
 async def page(ctx: Context) -> web.StreamResponse:
-    hosts = await asyncio.to_thread(list_hosts, ctx.services.store.root)
+    hosts = await in_worker(list_hosts, ctx.services.store.root)
     search = ctx.services.search
-    indexed, with_text = await asyncio.to_thread(search.count) if search else (None, None)
+    indexed, with_text = await in_worker(search.count) if search else (None, None)
     data = {
         **status(ctx),
         "hosts": len(hosts),
