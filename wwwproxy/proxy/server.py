@@ -106,7 +106,9 @@ class ProxyServer:
             handler_args={"max_field_size": 16384, "max_line_size": 16384},
             middlewares=[every_request],
         )
-        app.router.add_route("*", "/{tail:.*}", self.handle)  # (reached through the middleware)
+        app.router.add_route(  # (reached through the middleware)
+            "*", "/{tail:.*}", self.handle, expect_handler=send_continue
+        )
 
         async def on_shutdown(_: web.Application) -> None:
             self.closing.set()
@@ -601,6 +603,22 @@ class BrowserSink:
         assert self.response is not None
         with contextlib.suppress(ConnectionError):
             await self.response.write_eof()
+
+
+async def send_continue(request: web.Request) -> None:
+    """aiohttp's answer to ``Expect: 100-continue`` (417 for any other expectation), but a
+    browser gone before its ``100 Continue`` is no traceback: the request then finds its body
+    cut off, as for any browser that leaves."""
+    expect = request.headers.get("Expect", "")
+    if request.version != aiohttp.HttpVersion11:
+        return
+    if expect.lower() != "100-continue":
+        raise web.HTTPExpectationFailed(text=f"Unknown Expect: {expect}")
+    try:
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    except ConnectionResetError:
+        return
+    request.writer.output_size = 0  # the answer's own size starts after it
 
 
 def upstream_error_page(exc: UpstreamError) -> web.Response:

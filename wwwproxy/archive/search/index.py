@@ -272,8 +272,17 @@ class SearchIndex:
                             self.index_capture(capture.store, capture.line)
                         except Exception:  # noqa: BLE001
                             log.exception("search index: %s not indexed", capture.line.uri)
-        except sqlite3.Error:
-            log.exception("search index: %d page(s) not indexed", len(captures))
+        except sqlite3.Error as exc:
+            if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                # a full disk: recording says so (one line a burst); this index is derived
+                log.warning(
+                    "search index: %d page(s) not indexed: %s (they are found again by a "
+                    "rebuild on /search/)",
+                    len(captures),
+                    exc,
+                )
+            else:
+                log.exception("search index: %d page(s) not indexed", len(captures))
         for job in jobs:
             if not isinstance(job, _Capture):
                 try:
