@@ -152,8 +152,8 @@ def test_last_fetch_is_the_newest_file_time(tmp_path):
 
 
 def test_a_big_host_that_keeps_changing_is_not_counted_on_every_request(tmp_path, monkeypatch):
-    """A host folder whose count is costly (tens of thousands of pages: here any count, the
-    threshold set to 0) and that keeps getting new pages is counted again only once the time
+    """A host folder with many pages (here any number: the threshold set to 0) that keeps
+    getting new pages is counted again only once the time
     since its last count is many times what that count took: `/` under a recording load does
     not scan the folder on every request (a soak's pages once queued behind such scans)."""
     from wwwproxy.commands import listing
@@ -166,7 +166,7 @@ def test_a_big_host_that_keeps_changing_is_not_counted_on_every_request(tmp_path
 
     for i in range(3):
         add(i)
-    monkeypatch.setattr(listing, "_RECOUNT_COST", 0.0)
+    monkeypatch.setattr(listing, "_RECOUNT_PAGES", 0)
     monkeypatch.setattr(listing, "_RECOUNT_EVERY", 10**9)  # "not long ago" for this test
     assert [h.pages for h in list_hosts(tmp_path / "cache")] == [3]
     add(3)

@@ -71,10 +71,11 @@ HOSTPORT_PATTERN = re.compile(r"[A-Za-z0-9+.\-_:\[\]]+")
 _NOT_HOSTS = ("index", "outgoing", "tmp")
 _INDEXED_TYPES = ("response", "revisit")
 _SETTLED_NS = 1_000_000_000  # a folder mtime this old is trusted (coarse file timestamps)
-#: a host folder whose count took this long (tens of thousands of files) and that keeps
-#: changing (pages being recorded) is counted again at most once per _RECOUNT_EVERY times that
-#: long: its numbers may lag by a second or two, and `/` costs no full scan per request
-_RECOUNT_COST = 0.05
+#: a host folder of this many pages or more that keeps changing (pages being recorded) is
+#: counted again at most once per _RECOUNT_EVERY times what its last count took: its numbers
+#: may lag by a second or two, and `/` costs no full scan per request (by pages, not by time:
+#: a loaded machine must not make a small folder's numbers lag)
+_RECOUNT_PAGES = 5_000
 _RECOUNT_EVERY = 20
 _MAX_VIEWS = 8  # caches followed at once (a process has one; tests open many)
 
@@ -442,7 +443,7 @@ class _CacheView:
         started = time.monotonic()
         if (
             known is not None
-            and known.cost >= _RECOUNT_COST
+            and known.pages >= _RECOUNT_PAGES
             and started - known.counted < _RECOUNT_EVERY * known.cost
         ):
             if dirty:
