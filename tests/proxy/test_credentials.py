@@ -183,3 +183,32 @@ async def test_vary_cookie_is_matched_on_the_digests(proxy, raw_origin):
         assert (reply.status, reply.body) == (200, b"your page")
     assert (await proxy.get(url, headers={"Cookie": "s=2"})).status == 503
     assert (await proxy.get(url)).status == 503
+
+
+async def test_the_proxys_pages_withhold_a_copy_fetched_with_credentials(proxy, origin):
+    """/cache/ and /search/ are the proxy's own pages: no site's credentials ever come with a
+    request for them, so a copy fetched with Authorization is never shown there (the /echo
+    body holds the credentials themselves), nor its text in search results; a public copy
+    is."""
+    private, public = origin.url("/echo?private"), origin.url("/page.html")
+    await proxy.get(private, headers=AUTH_A)
+    await proxy.get(public)
+    await proxy.recorded(private)
+    await proxy.recorded(public)
+    async with proxy.session() as s:
+        async with s.get(f"{proxy.url}/cache/", params={"url": private}) as reply:
+            body = await reply.read()
+            assert reply.status == 403 and b"credentials" in body
+            assert AUTH_A["Authorization"].encode() not in body
+        async with s.get(f"{proxy.url}/cache/", params={"url": private, "raw": "1"}) as reply:
+            assert reply.status == 403
+        async with s.get(f"{proxy.url}/cache/", params={"url": public}) as reply:
+            assert reply.status == 200 and b"Hello from the origin." in await reply.read()
+        assert proxy.running.services.search is not None
+        proxy.running.services.search.flush(10)
+        async with s.get(f"{proxy.url}/search/", params={"q": "echo", "format": "json"}) as r:
+            data = await r.json()
+    found = {hit["url"]: hit for hit in data["results"]}
+    assert private in found, data
+    assert found[private]["title"] is None and "not shown" in found[private]["snippet"]
+    assert "YWxpY2U6c2VjcmV0" not in json.dumps(data)

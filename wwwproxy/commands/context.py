@@ -27,11 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from ..http.policy import credential_check
 from ..url import URL, InvalidURL, canonicalize
 from ..url.form import FormArgs
 from .template import clean, esc, layout
 
 if TYPE_CHECKING:
+    from ..archive.store import CachedEntry
     from ..recording.services import Services
 
 __all__ = ["API_HEADER", "TOKEN_COOKIE", "Context", "PageError", "form_token"]
@@ -110,6 +112,14 @@ class Context:
         """An argument as displayable text (bytes that were not UTF-8 become U+FFFD)."""
         value = self.args.get(key)
         return default if value is None else clean(value)
+
+    def withheld(self, entry: CachedEntry) -> bool:
+        """Was this copy fetched with credentials, or is it ``private``?  Then the pages show
+        neither it nor its text: the proxy serves it only to a request with the same
+        credentials (http.policy.credential_check), and a page of the proxy's own never
+        carries a site's credentials."""
+        key = self.services.engine.credential_key
+        return bool(credential_check(entry.headers, entry.request_headers, key).needed)
 
     def url(self, key: str = "url", *, required: bool = True) -> URL | None:
         """An argument holding a URL: decoded once (by the parser), then canonicalized."""

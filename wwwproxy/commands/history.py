@@ -193,6 +193,13 @@ async def cached(ctx: Context) -> web.StreamResponse:
     entry = await in_worker(_capture_for, ctx, url, when)
     if entry is None:
         raise PageError(404, f"{url.file} is not in the cache.", title="Not cached")
+    if ctx.withheld(entry):
+        raise PageError(
+            403,
+            f"The copy of {url.file} was fetched with credentials (or is private): the proxy "
+            "serves it only to a browser sending the same credentials, through the proxy.",
+            title="Private copy",
+        )
     request = ctx.request
     headers = {n: v for n, v in entry.headers if n.lower() in _KEEP_HEADERS}
     content_type = next((v for n, v in entry.headers if n.lower() == "content-type"), "")

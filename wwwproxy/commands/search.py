@@ -10,6 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from ..archive.search import SEARCH_DB
+from ..url import InvalidURL, canonicalize
 from .context import Context, PageError
 from .template import button_form, esc, fmt_time, link
 from .worker import in_worker
@@ -17,7 +18,24 @@ from .worker import in_worker
 __all__ = ["page"]
 
 PER_PAGE = 20
+#: in place of the title and text of a page fetched with credentials (or private)
+WITHHELD = "(fetched with credentials: its title and text are not shown)"
 MAX_QUERY = 500
+
+
+def _withheld(ctx: Context, urls: list[str]) -> set[str]:
+    """Those of ``urls`` whose cached copy was fetched with credentials (or is private)."""
+    store = ctx.services.store
+    out = set()
+    for text in urls:
+        try:
+            url = canonicalize(text)
+        except InvalidURL:
+            continue
+        entry = store.get(url)
+        if entry is not None and ctx.withheld(entry):
+            out.add(text)
+    return out
 
 
 async def page(ctx: Context) -> web.StreamResponse:
@@ -42,8 +60,10 @@ async def page(ctx: Context) -> web.StreamResponse:
         raise PageError(400, f"The query is too long (at most {MAX_QUERY} characters).")
     number = ctx.integer("page", 1, 1, 1000)
     results = None
+    withheld: set[str] = set()
     if query:
         results = await in_worker(index.search, query, PER_PAGE, (number - 1) * PER_PAGE)
+        withheld = await in_worker(_withheld, ctx, [h.url for h in results.hits])
     known, with_text = await in_worker(index.count)
     data: dict[str, object] = {"query": query, "indexed": known, "with_text": with_text}
     if message:
@@ -55,8 +75,8 @@ async def page(ctx: Context) -> web.StreamResponse:
             results=[
                 {
                     "url": h.url,
-                    "title": h.title,
-                    "snippet": h.snippet_text,
+                    "title": None if h.url in withheld else h.title,
+                    "snippet": WITHHELD if h.url in withheld else h.snippet_text,
                     "fetched": h.fetched,
                     "mime": h.mime,
                 }
@@ -83,12 +103,18 @@ async def page(ctx: Context) -> web.StreamResponse:
             return note + form + about + f"<p>{rebuild}</p>"
         hits = []
         for h in results.hits:
-            snippet = "".join(
-                f"<mark>{esc(text)}</mark>" if hit else esc(text) for text, hit in h.snippet
+            private = h.url in withheld
+            snippet = (
+                esc(WITHHELD)
+                if private
+                else "".join(
+                    f"<mark>{esc(text)}</mark>" if hit else esc(text) for text, hit in h.snippet
+                )
             )
+            title = h.url if private else (h.title or h.url)
             hits.append(
                 '<div class="hit">'
-                f'<div class="title"><a href="{esc(h.url)}">{esc(h.title or h.url)}</a></div>'
+                f'<div class="title"><a href="{esc(h.url)}">{esc(title)}</a></div>'
                 f'<div class="url muted">{esc(h.url)}</div>'
                 f'<div class="snippet">{snippet}</div>'
                 '<div class="actions muted">'
