@@ -82,9 +82,11 @@ def fsync_dir(directory: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, new_mode: int = 0o644) -> None:
+def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, new_mode: int = 0o600) -> None:
     """Replace ``path`` with ``data``: a temporary file beside it, fsync, rename, fsync the
-    directory.  An existing file keeps its permission bits; a new one gets ``new_mode``.
+    directory.  An existing file keeps its permission bits; a new one gets ``new_mode`` (the
+    user's alone by default: queued requests, monitors and URL lists are a person's browsing,
+    and the mode is set explicitly, so no umask narrows it).
     Raises OSError, after removing the temporary file and leaving the original untouched."""
     target = Path(path)
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,14 @@ def test_add_is_once_per_key_and_named_by_hash(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "outgoing").iterdir()] == [f"{url_hash('http://a/')}.json"]
     assert "http://a/" in queue and len(queue) == 1
     assert queue.requests() == [first]
+
+
+def test_a_queued_request_is_the_users_alone(tmp_path: Path) -> None:
+    """It may hold the browser's Cookie or Authorization: 0600 whatever the umask."""
+    queue = OutgoingQueue(tmp_path / "outgoing")
+    queue.add(QueuedRequest("http://a/", "http://a/", headers=(("Cookie", "s=1"),)))
+    (path,) = (tmp_path / "outgoing").iterdir()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
 def test_body_and_method_round_trip(tmp_path: Path) -> None:

@@ -502,7 +502,7 @@ def test_unwritable_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert dir_listing(tmp_path) == ["example.com.yaml"]
 
 
-def test_save_keeps_permissions_and_new_files_are_0644(tmp_path: Path) -> None:
+def test_save_keeps_permissions_and_new_files_are_0600(tmp_path: Path) -> None:
     path = write(tmp_path, SPEC_FILES["minimal"])
     path.chmod(0o640)
     df = DomainFile.load(path)
@@ -511,5 +511,5 @@ def test_save_keeps_permissions_and_new_files_are_0644(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
     new = DomainFile(tmp_path / "new.example.yaml", records=[Record("/", "text/html")])
     new.save()
-    assert stat.S_IMODE(new.path.stat().st_mode) == 0o644
+    assert stat.S_IMODE(new.path.stat().st_mode) == 0o600  # a person's browsing
     assert dir_listing(tmp_path) == ["example.com.yaml", "new.example.yaml"]
