@@ -252,6 +252,39 @@ def test_a_header_the_archive_cannot_hold_is_skipped(spool: Spool, tmp_path: Pat
     assert "invalid header name" in _reasons(report)[d.name]
 
 
+def test_a_hostile_spool_plants_nothing(spool: Spool, tmp_path: Path) -> None:
+    """A spool from elsewhere cannot plant a page for another host (its U file must name
+    the host of its folder), keep one fresh for years (a D file dated in the future is dated
+    now), or read files through symbolic links (not followed, files or folders)."""
+    planted = spool.page("http://example.com/a", b"HTTP/1.1 200 OK", b"planted")
+    (planted.parent / ("U" + planted.name[1:])).write_bytes(b"http://victim.example/")
+    future = spool.page(
+        "http://example.com/later",
+        b"HTTP/1.1 200 OK\r\nCache-Control: max-age=999999999",
+        b"from the future",
+        when=datetime(2030, 1, 1, tzinfo=UTC),
+    )
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"HTTP/1.1 200 OK\r\n\r\nSECRET")
+    linked = spool.page("http://example.com/link", b"HTTP/1.1 200 OK", b"x")
+    linked.unlink()
+    linked.symlink_to(secret)
+    elsewhere = tmp_path / "elsewhere" / "other.example"
+    elsewhere.mkdir(parents=True)
+    (spool.root / "http" / "other.example").symlink_to(elsewhere)
+    cache = tmp_path / "cache"
+    store = Store(cache)
+    report = import_spool(store, OutgoingQueue(cache / "outgoing"), spool.root)
+    reasons = _reasons(report)
+    assert "not of the host folder example.com" in reasons[planted.name]
+    assert "symbolic link" in reasons[linked.name]
+    assert [(p.url, p.date.year) for p in report.pages] == [
+        ("http://example.com/later", datetime.now(UTC).year)
+    ]
+    assert store.get(canonicalize("http://victim.example/")) is None
+    assert b"SECRET" not in b"".join(p.read_bytes() for p in store.warc_files())
+
+
 @pytest.mark.parametrize("make", ["missing", "empty"])
 def test_not_a_spool(tmp_path: Path, make: str) -> None:
     root = tmp_path / "spool"

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -175,7 +176,12 @@ class _Pages:
         self.report = report
 
     def folder(self, proto: str, folder: Path) -> None:
-        names = {p.name for p in folder.iterdir() if p.is_file()}
+        names = set()
+        for p in folder.iterdir():
+            if p.is_symlink():
+                self.report.skip(p, "a symbolic link: not followed (a spool holds files)")
+            elif p.is_file():
+                names.add(p.name)
         for name in sorted(names):
             path = folder / name
             if name.startswith("U"):
@@ -198,17 +204,24 @@ class _Pages:
         url = _read_url(u_path)
         if url.proto != proto:
             raise SpoolError(f"its URL {url.canonical} is not {proto}")
+        if _host_part(d_path.parent.name) != url.host.strip("[]").lower():
+            raise SpoolError(
+                f"its URL {url.canonical} is not of the host folder {d_path.parent.name}"
+            )
         if "!POST:" in url.file or "!PUT:" in url.file:
             raise SpoolError("the answer to a POST or PUT: its request body is not in the spool")
         try:
-            f = open(d_path, "rb")  # noqa: SIM115 (closed below)
+            f = open(  # noqa: SIM115 (closed below); not through a link put there meanwhile
+                os.open(d_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb"
+            )
         except OSError as exc:
             raise SpoolError(f"cannot read: {exc.strerror or exc}") from None
         with f:
             stat = os.fstat(f.fileno())
             if stat.st_size == 0:
                 raise SpoolError("empty D file (a fetch that never finished)")
-            date = datetime.fromtimestamp(int(stat.st_mtime), UTC)
+            # a time in the future would keep the page fresh, and unasked, for years
+            date = datetime.fromtimestamp(int(min(stat.st_mtime, time.time())), UTC)
             key = url.file
             if any(parse_timestamp(c.timestamp) == date for c in self.store.captures(key)):
                 raise SpoolError(f"already imported ({url.canonical} at {date:%Y-%m-%d %H:%M:%S})")
@@ -320,9 +333,17 @@ def _outgoing(queue: OutgoingQueue, folder: Path, report: ImportReport) -> None:
             report.skip(path, "not a WWWOFFLE queue file (O or U)")
 
 
+def _host_part(folder: str) -> str:
+    """The host of a spool host folder (``host``, ``host:port``, ``[v6]:port``)."""
+    name = folder.lower()
+    if name.startswith("["):
+        return name[1 : name.find("]")] if "]" in name else name
+    return name.split(":", 1)[0]
+
+
 def _folders(spool: Path) -> Iterator[Path]:
     try:
-        return iter(sorted(p for p in spool.iterdir() if p.is_dir()))
+        return iter(sorted(p for p in spool.iterdir() if p.is_dir() and not p.is_symlink()))
     except OSError as exc:
         raise SpoolError(f"{spool}: cannot list: {exc.strerror or exc}") from None
 
