@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from wwwproxy.config import ModifyHTMLRule
-from wwwproxy.http.modify_html import STYLE
+from wwwproxy.http.modify_html import MAX_HTML, MAX_MARKED_LINKS, STYLE
 
 from .conftest import TIMEOUT
 
@@ -54,6 +54,14 @@ ROUTES: dict[str, tuple[bytes, dict[str, str]]] = {
     "/site/page.xhtml": (XHTML, {"Content-Type": "application/xhtml+xml"}),
     "/site/plain.txt": (b'<a href="cached.html">not html</a>', {"Content-Type": "text/plain"}),
     "/other/index.html": (PAGE, {"Content-Type": "text/html; charset=utf-8"}),
+    "/site/big.html": (
+        b"<html><body><script>alert(1)</script>" + b"<p>x</p>" * (MAX_HTML // 8) + b"</body>",
+        {"Content-Type": "text/html"},
+    ),
+    "/site/many.html": (
+        b"<html><body>" + b'<a href="p.html">p</a>' * (MAX_MARKED_LINKS + 1) + b"</body>",
+        {"Content-Type": "text/html"},
+    ),
 }
 
 
@@ -280,3 +288,29 @@ async def test_a_stored_page_that_does_not_decode_is_served_as_it_is(make_proxy,
         )
     finally:
         del ROUTES["/site/broken.html"]
+
+
+async def test_scripts_stay_off_on_copies_served_unchanged(make_proxy, site):
+    """With disable_scripts, a copy the rewrite does not change (too large, XHTML, not HTML)
+    still carries the Content-Security-Policy, on both fronts (found by a review: the policy
+    went only with changed pages)."""
+    proxy = await make_proxy(modify_html=rules(mark_links=False, disable_scripts=True))
+    paths = ("/site/big.html", "/site/page.xhtml", "/site/plain.txt", "/site/index.html")
+    await record(proxy, site, *paths)
+    await offline(proxy, site)
+    for _ in range(2):  # the second time from memory: the fast front hands them on
+        for path in paths:
+            reply = await proxy.get(site.url(path))
+            assert reply.status == 200, path
+            assert reply.header("Content-Security-Policy") == "script-src 'none'", path
+    big = await proxy.get(site.url("/site/big.html"))
+    assert big.body == ROUTES["/site/big.html"][0]  # too large to change: as recorded
+
+
+async def test_a_page_with_too_many_links_is_not_marked(make_proxy, site):
+    proxy = await make_proxy(modify_html=rules(disable_popups=True))
+    await record(proxy, site, "/site/many.html")
+    await offline(proxy, site)
+    reply = await proxy.get(site.url("/site/many.html"))
+    assert reply.status == 200 and b"wwwproxy-cached" not in reply.body
+    assert b"wwwproxy-uncached" not in reply.body

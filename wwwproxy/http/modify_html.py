@@ -23,6 +23,7 @@ __all__ = [
     "CACHED_CLASS",
     "MAX_HTML",
     "ModifyHTMLRule",
+    "MAX_MARKED_LINKS",
     "SCRIPTS_OFF_POLICY",
     "STYLE",
     "UNCACHED_CLASS",
@@ -55,7 +56,10 @@ INERT_SCRIPT_TYPE = "text/x-wwwproxy-disabled"
 SCRIPTS_OFF_POLICY = "script-src 'none'"
 INERT_REFRESH = "x-wwwproxy-disabled-refresh"
 #: pages larger than this (decoded) are served as they are: the rewrite holds the page
-MAX_HTML = 8 * 2**20
+MAX_HTML = 2 * 2**20
+#: a page with more links than this is not marked (each is resolved and looked up: a hostile
+#: page of a million links would take seconds of CPU on every hit); its other changes are made
+MAX_MARKED_LINKS = 10_000
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from ..http.policy import CONDITIONAL_HEADERS, Action, accepts_coding, current_a
 from ..recording.engine import PSEUDONYM
 from ..url import URL, InvalidURL, canonicalize
 from .limits import ConnectionCaps, refusal
-from .replay import allowed_address, bodiless, page_rule, plan_replay, sendable_headers
+from .replay import allowed_address, bodiless, plan_replay, sendable_headers, url_rule
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -472,8 +472,8 @@ class FastFront(asyncio.Protocol):
         """Answer from ``cached`` (in memory) if the policy serves it; False hands it on."""
         if cached.body is None:
             return False  # too large for memory: aiohttp's path streams it from disk
-        if page_rule(self.server.services.config.modify_html, cached) is not None:
-            return False  # a page changed on the way out (modify_html): aiohttp's path
+        if url_rule(self.server.services.config.modify_html, cached) is not None:
+            return False  # a URL modify_html covers (changed, or its scripts off): aiohttp's
         assert self.transport is not None
         if self.transport.get_write_buffer_size() > MAX_BUFFERED:
             return False  # a browser that does not read: aiohttp's flow control takes over

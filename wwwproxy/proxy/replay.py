@@ -20,6 +20,7 @@ from ..http.headers import Headers, add_via, get_header, set_header
 from ..http.html_tokens import start_tags
 from ..http.modify_html import (
     MAX_HTML,
+    MAX_MARKED_LINKS,
     REWRITTEN_TAGS,
     StartTag,
     is_plain_html,
@@ -161,26 +162,34 @@ def bodiless(cached: CachedEntry) -> bool:
 # --- offline reading (modify_html) ------------------------------------------------------------
 
 
-def page_rule(rules: Sequence[ModifyHTMLRule], cached: CachedEntry) -> ModifyHTMLRule | None:
-    """The ``modify_html`` rule that changes this copy on its way out: a ``text/html`` body
-    (not a partial one) of a URL a rule matches; None for every other copy.  Kept with the
-    copy for these rules: the fast front asks on every memory hit."""
+def url_rule(rules: Sequence[ModifyHTMLRule], cached: CachedEntry) -> ModifyHTMLRule | None:
+    """The ``modify_html`` rule of this copy's URL, whatever the copy is (a page too large
+    to change, XHTML or SVG still gets ``disable_scripts``' Content-Security-Policy).  Kept
+    with the copy for these rules: the fast front asks on every memory hit."""
     if not rules:
         return None
-    memo = cached.memo.get("modify_html.rule")
+    memo = cached.memo.get("modify_html.url_rule")
     if memo is not None and memo[0] is rules:
         return memo[1]
-    rule = None
+    try:
+        rule = rule_for(rules, canonicalize(cached.target_uri).canonical)
+    except InvalidURL:
+        rule = None
+    cached.memo["modify_html.url_rule"] = (rules, rule)
+    return rule
+
+
+def page_rule(rules: Sequence[ModifyHTMLRule], cached: CachedEntry) -> ModifyHTMLRule | None:
+    """The ``modify_html`` rule that changes this copy on its way out: a ``text/html`` body
+    (not a partial one) of a URL a rule matches; None for every other copy."""
+    rule = url_rule(rules, cached)
     if (
-        not bodiless(cached)
-        and cached.status != 206
-        and is_plain_html(get_header(cached.headers, "Content-Type"))
+        rule is None
+        or bodiless(cached)
+        or cached.status == 206
+        or not is_plain_html(get_header(cached.headers, "Content-Type"))
     ):
-        try:
-            rule = rule_for(rules, canonicalize(cached.target_uri).canonical)
-        except InvalidURL:
-            rule = None
-    cached.memo["modify_html.rule"] = (rules, rule)
+        return None
     return rule
 
 
@@ -242,8 +251,8 @@ def modified_page(
         # NUL as the HTML tokenizer reads it: one character for one, so places stay
         tags = list(html_start_tags(text.replace("\x00", "\ufffd")))
         state: dict[str, bool] = {}
-        if rule.mark_links:
-            base_href, refs = link_refs(tags)
+        base_href, refs = link_refs(tags) if rule.mark_links else (None, [])
+        if rule.mark_links and len(refs) <= MAX_MARKED_LINKS:
             base = page_base(cached.target_uri)
             if base_href is not None:
                 base = canonical_link(base_href, base, None) or base

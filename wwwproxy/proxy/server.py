@@ -25,7 +25,7 @@ from ..archive.outgoing import QueuedRequest
 from ..archive.store import CachedEntry
 from ..http.filters import EMPTY_GIF, Replacement, Treatment, replacement_for
 from ..http.headers import Headers, add_via, end_to_end, get_header, set_header
-from ..http.modify_html import modified_headers
+from ..http.modify_html import SCRIPTS_OFF_POLICY, modified_headers
 from ..http.policy import (
     CONDITIONAL_HEADERS,
     Action,
@@ -53,6 +53,7 @@ from .replay import (
     page_rule,
     plan_replay,
     sendable_headers,
+    url_rule,
 )
 from .tunnel import parse_connect_target, tunnel
 from .websocket import is_websocket, relay_websocket
@@ -510,6 +511,10 @@ class ProxyServer:
             if modified is not None:
                 headers = modified_headers(headers, rule, "utf-8", len(modified))
                 decoder = None
+        covering = url_rule(self.config.modify_html, cached) if status != 304 else None
+        if modified is None and covering is not None and covering.disable_scripts:
+            # served as recorded (too large, not HTML, XHTML, SVG...): scripts stay off
+            headers = [*headers, ("Content-Security-Policy", SCRIPTS_OFF_POLICY)]
         response = _Forwarded(status=status, reason=reason)
         for name, value in sendable_headers(headers):
             response.headers.add(name, value)
