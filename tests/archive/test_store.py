@@ -604,3 +604,22 @@ def test_saves_racing_compactions_all_succeed_and_are_indexed(tmp_path: Path) ->
     assert errors == []
     assert len({r.uri for r in store.list_prefix("")}) == 150
     assert store.check_index() == []
+
+
+def test_a_copy_removed_while_it_is_looked_up_is_no_copy(tmp_path: Path, monkeypatch) -> None:
+    """A purge or delete may remove the file between finding the copy in it and reading its
+    body: that is no copy (the proxy fetches or queues), not an error (a review's purge race
+    gave 500s)."""
+    from wwwproxy.archive import store as store_module
+
+    put(Store(tmp_path / "cache"), "http://example.com/gone", b"body")
+    store = Store(tmp_path / "cache", memory_bytes=1 << 20)  # as serve has it; empty yet
+    found_then_removed = store_module.newest_response
+
+    def then_removed(path, **kwargs):  # noqa: ANN001, ANN202
+        found = found_then_removed(path, **kwargs)
+        Path(path).unlink()
+        return found
+
+    monkeypatch.setattr(store_module, "newest_response", then_removed)
+    assert store.get(canonicalize("http://example.com/gone")) is None

@@ -523,8 +523,11 @@ class Store:
         entry = CachedEntry.from_cached(key, cached)
         if hot and before is not None:
             if self.memory.keeps(entry.payload_length):
-                with entry.open_body() as stream:
-                    entry = dataclasses.replace(entry, body=stream.read())
+                try:
+                    with entry.open_body() as stream:
+                        entry = dataclasses.replace(entry, body=stream.read())
+                except FileNotFoundError:  # removed meanwhile (a purge, a delete)
+                    return None
                 self.memory.put(key, prefer_good, entry, path, before)
             else:
                 self.located.put(key, prefer_good, entry, path, before)

@@ -528,11 +528,10 @@ class ProxyServer:
         elif send_body:
             # from memory: all of it at once; from disk: one thread hop opens the copy and
             # reads its start (for most pages, all of it)
-            if cached.body is not None:
-                stream, chunk = None, cached.body
-            else:
-                stream, chunk = await asyncio.to_thread(_open_and_read, cached)
+            stream, chunk = None, cached.body or b""
             try:
+                if cached.body is None:
+                    stream, chunk = await asyncio.to_thread(_open_and_read, cached)
                 while chunk:
                     await response.write(decoder.feed(chunk) if decoder else chunk)
                     if stream is None:
@@ -542,8 +541,10 @@ class ProxyServer:
                     await response.write(decoder.flush())
             except ConnectionError:
                 pass
-            except ValueError as exc:  # a coded copy that does not decode: cut it off
-                log.warning("cached copy of %s does not decode: %s", cached.target_uri, exc)
+            except (ValueError, OSError) as exc:
+                # a coded copy that does not decode, or a file removed (purged) meanwhile: the
+                # answer is cut off, so the browser sees it incomplete (its Content-Length)
+                log.warning("cached copy of %s cut off: %s", cached.target_uri, exc)
                 if request.transport is not None:
                     request.transport.close()
                 return response
