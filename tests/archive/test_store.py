@@ -623,3 +623,17 @@ def test_a_copy_removed_while_it_is_looked_up_is_no_copy(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(store_module, "newest_response", then_removed)
     assert store.get(canonicalize("http://example.com/gone")) is None
+
+
+def test_the_cache_folder_is_made_private(tmp_path: Path) -> None:
+    """A cache folder readable by all (one that came with the checkout) is the user's alone
+    once a store opens it; a new one is made so."""
+    import stat
+
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    Store(shared)
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o700
+    Store(tmp_path / "new" / "cache")
+    assert stat.S_IMODE((tmp_path / "new" / "cache").stat().st_mode) == 0o700

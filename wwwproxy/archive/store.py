@@ -344,6 +344,17 @@ class Recorder:
             self._spool = None
 
 
+def _make_private(root: Path) -> None:
+    """The cache holds a person's browsing: its folder is theirs alone (a folder that came
+    with a checkout, or was made by hand, is often readable by all), when it is theirs."""
+    try:
+        st = root.stat()
+        if st.st_mode & 0o077 and st.st_uid == os.geteuid():
+            root.chmod(st.st_mode & 0o700 | 0o700)
+    except OSError as exc:  # not ours to change: the files in it are 0600 anyway
+        log.debug("cache folder %s left as it is: %s", root, exc)
+
+
 class Store:
     """The cache directory."""
 
@@ -355,7 +366,8 @@ class Store:
         #: where the newest copies too large for memory (or all, with the memory cache off)
         #: are in their files, so a hit reads one record instead of scanning the file
         self.located = MemoryCache(LOCATED_BYTES, bodies=False)
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _make_private(self.root)
         self.index = Index(self.root / "index")
         #: writers of this process that finish together share one flush to disk
         self.sync = GroupSync(self.root)
