@@ -189,6 +189,17 @@ def test_lists_are_written_back_in_the_files_style(before, typed, after):
     assert new_text == after
 
 
+def test_lines_not_edited_keep_their_quotes():
+    text = (
+        "# mine\nfreshness:\n  - pattern: '^http://a\\.example/'\n    max_age: 60\n"
+        'censor_request_headers: {User-Agent: "Censored/1.0", Referer: ""}\n'
+        "request_changed: 600\n"
+    )
+    new_text, config = edit_config_text(text, "request_changed", "300", "f.yaml")
+    assert new_text == text.replace("600", "300")
+    assert config.request_changed == 300
+
+
 def test_edit_of_a_missing_key_appends_it():
     new_text, config = edit_config_text(
         "# just a comment\nmode: online\n", "read_timeout", "9", "f"

@@ -161,6 +161,7 @@ def effective(config: Config) -> dict[str, Any]:
 
 def _yaml(text: str) -> YAML:
     yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True  # a line not edited is written back as it was, quotes too
     try:
         _, indent, offset = load_yaml_guess_indent(text)
     except YAMLError:
