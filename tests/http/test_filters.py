@@ -142,6 +142,8 @@ plain.example
 example.com##.ad-banner
 bad_ho$t.example
 0.0.0.0 0.0.0.0
+0.0.0.0 127.0.0.1
+0.0.0.0 10.1.2.3
 """
 
 
@@ -155,7 +157,9 @@ def test_blocklist_formats_and_problems() -> None:
         "plain.example",
     }
     assert found.domains == {"adnet.example"}
-    assert [p.split(":", 2)[1] for p in found.problems] == ["11", "12", "13", "14", "15"]
+    # an address is no host name: never blocked (it would block the machine itself)
+    assert [p.split(":", 2)[1] for p in found.problems] == ["11", "12", "13", "14", "15", "18"]
+    assert "an address" in found.problems[-1]
     assert all(p.startswith("list.txt:") for p in found.problems)
     assert "only ||host^" in found.problems[1]
     assert "0.0.0.0 or 127.0.0.1" in found.problems[2]
@@ -169,6 +173,8 @@ def test_blocklist_formats_and_problems() -> None:
         ("http://adnet.example/", True),
         ("http://deep.sub.adnet.example/", True),  # ||host^ is its sub-domains too
         ("http://localhost/", False),
+        ("http://127.0.0.1:8000/", False),
+        ("http://10.1.2.3/", False),
         ("http://router.example/", False),
         ("https://tracker.example:8443/", True),
     ],

@@ -23,6 +23,7 @@ AdBlock ``||ads.example^`` lines: that host and its sub-domains), see :func:`par
 from __future__ import annotations
 
 import enum
+import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -313,6 +314,14 @@ class Blocklist:
         return len(self.hosts) + len(self.domains)
 
 
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def _blocked_host(name: str) -> str | None:
     """A host name as the URL layer writes it (lower case, no trailing dot), or None."""
     name = name.lower().rstrip(".")
@@ -368,7 +377,10 @@ def parse_blocklist(lines: Iterable[str], source: str, into: Blocklist | None = 
         else:
             names = fields
         for name in names:
-            if name.lower() in _HOSTS_FILE_SELF:
+            if name.lower() in _HOSTS_FILE_SELF or name in _SINK_ADDRESSES:
+                continue  # the machine's own names, and "0.0.0.0 0.0.0.0" lines
+            if _is_address(name):  # "0.0.0.0 127.0.0.1" would block the machine itself
+                problems.append(f"{source}:{number}: an address, not a host name: {name!r}")
                 continue
             host = _blocked_host(name)
             if host is None:
