@@ -13,17 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import resource
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from .test_fd_limits import Served, free_port, listening, open_files
+from .test_fd_limits import listening, open_files, serving
 
 BOUND = 15.0
 FLOOD = 1_000
@@ -218,67 +214,45 @@ async def test_five_hundred_clients_against_a_silent_origin(tmp_path, origin):
         resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
     silent = SilentOrigin()
     silent_port = await silent.start()
-    port = free_port()
-    config = tmp_path / "wwwproxy.yaml"
-    config.write_text(
-        f"listen: 127.0.0.1:{port}\ncache: {tmp_path / 'cache'}\nread_timeout: 2\n"
-        "connect_timeout: 2\n"
-    )
-    log = tmp_path / "proxy.log"
-
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (PROXY_NOFILE, PROXY_NOFILE))
-
-    wwwproxy = str(Path(sys.executable).with_name("wwwproxy"))
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [wwwproxy, "serve", "-c", str(config)], stdout=out, stderr=out, preexec_fn=limit
-        )
-    served = Served(proc, port, log)
     peak_files = 0
+    settings = "read_timeout: 2\nconnect_timeout: 2\n"  # the connection caps as shipped
     try:
-        await listening(served)
-        target = f"http://127.0.0.1:{silent_port}/slow"
+        with serving(tmp_path, "uvloop", PROXY_NOFILE, PROXY_NOFILE, settings) as served:
+            await listening(served)
+            port, proc = served.port, served.proc
+            target = f"http://127.0.0.1:{silent_port}/slow"
 
-        async def client(i: int) -> tuple[int, bytes]:
-            source = f"127.0.{10 + i // 200}.{1 + i % 200}"
-            status, _, body = await get(port, source, f"{target}?{i}")
-            return status, body
+            async def client(i: int) -> tuple[int, bytes]:
+                source = f"127.0.{10 + i // 200}.{1 + i % 200}"
+                status, _, body = await get(port, source, f"{target}?{i}")
+                return status, body
 
-        async def watch_files() -> None:
-            nonlocal peak_files
-            while True:
-                peak_files = max(peak_files, open_files(proc.pid))
-                await asyncio.sleep(0.05)
+            async def watch_files() -> None:
+                nonlocal peak_files
+                while True:
+                    peak_files = max(peak_files, open_files(proc.pid))
+                    await asyncio.sleep(0.05)
 
-        watcher = asyncio.ensure_future(watch_files())
-        try:
-            results = await asyncio.gather(*(client(i) for i in range(CLIENTS)))
-        finally:
-            watcher.cancel()
-        statuses = [s for s, _ in results]
-        assert set(statuses) <= {503, 504}, sorted(set(statuses))
-        timed_out = [b for s, b in results if s == 504]
-        capped = [b for s, b in results if s == 503]
-        assert len(timed_out) >= (PROXY_NOFILE - 64) // 2 - 10, (len(timed_out), len(capped))
-        assert all(b"did not answer in time" in b for b in timed_out)
-        assert all(b"max_connections" in b for b in capped)
-        assert peak_files < PROXY_NOFILE, peak_files
-        assert silent.requests == len(timed_out)
+            watcher = asyncio.ensure_future(watch_files())
+            try:
+                results = await asyncio.gather(*(client(i) for i in range(CLIENTS)))
+            finally:
+                watcher.cancel()
+            statuses = [s for s, _ in results]
+            assert set(statuses) <= {503, 504}, sorted(set(statuses))
+            timed_out = [b for s, b in results if s == 504]
+            capped = [b for s, b in results if s == 503]
+            assert len(timed_out) >= (PROXY_NOFILE - 64) // 2 - 10, (len(timed_out), len(capped))
+            assert all(b"did not answer in time" in b for b in timed_out)
+            assert all(b"max_connections" in b for b in capped)
+            assert peak_files < PROXY_NOFILE, peak_files
+            assert silent.requests == len(timed_out)
 
-        # and afterwards normal requests are served
-        status, _, body = await get(port, "127.0.0.2", origin.url("/page.html"))
-        assert (status, body) == (200, origin.HTML)
+            # and afterwards normal requests are served
+            status, _, body = await get(port, "127.0.0.2", origin.url("/page.html"))
+            assert (status, body) == (200, origin.HTML)
     finally:
         await silent.stop()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(BOUND)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
-    text = log.read_text()
-    assert proc.returncode == 0, text[-3000:]
+    text = served.log.read_text()
+    assert served.proc.returncode == 0, text[-3000:]
     assert "Traceback" not in text and "Too many open files" not in text, text[-3000:]
-    assert os.path.isdir(tmp_path / "cache")

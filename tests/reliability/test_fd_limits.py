@@ -71,15 +71,21 @@ class Served:
                 return resp.status, resp.headers.get("X-Cache"), await resp.read()
 
 
+#: no connection caps: they would refuse the flood before the descriptors run out
+#: (tests/reliability/test_connection_caps.py); here the descriptors do run out
+NO_CAPS = "max_connections: 0\nmax_client_connections: 0\n"
+
+
 @contextlib.contextmanager
-def serving(tmp_path: Path, loop: str, soft: int, hard: int) -> Iterator[Served]:
+def serving(
+    tmp_path: Path, loop: str, soft: int, hard: int, settings: str = NO_CAPS
+) -> Iterator[Served]:
+    """``wwwproxy serve`` with an open-files limit of ``soft``/``hard`` and ``settings``
+    (YAML lines) in its configuration; stopped with SIGTERM at the end."""
     port = free_port()
     config = tmp_path / "wwwproxy.yaml"
     config.write_text(
-        f"listen: 127.0.0.1:{port}\ncache: {tmp_path / 'cache'}\nrequest_changed: 600\n"
-        # no connection caps: they would refuse the flood before the descriptors run out
-        # (tests/reliability/test_connection_caps.py); here the descriptors do run out
-        "max_connections: 0\nmax_client_connections: 0\n"
+        f"listen: 127.0.0.1:{port}\ncache: {tmp_path / 'cache'}\nrequest_changed: 600\n" + settings
     )
     log = tmp_path / "proxy.log"
 
