@@ -106,6 +106,17 @@ class AcceptErrors:
                 self.refused = 0
                 self.quiet_until = now + ACCEPT_WARN_EVERY
             return
+        handle = context.get("handle")
+        if (
+            isinstance(exc, ValueError)
+            and handle is not None
+            and "_start_serving" in repr(handle)
+            and "Invalid file descriptor" in str(exc)
+        ):
+            # the accept retry asyncio scheduled after such a failure, firing after shutdown
+            # closed the listening socket: nothing is left to accept on
+            log.debug("accepting not resumed: the listening socket is closed")
+            return
         if self.previous is not None:
             self.previous(loop, context)
         else:
