@@ -282,6 +282,7 @@ def test_a_hostile_spool_plants_nothing(spool: Spool, tmp_path: Path) -> None:
         ("http://example.com/later", datetime.now(UTC).year)
     ]
     assert store.get(canonicalize("http://victim.example/")) is None
+    assert datetime.fromtimestamp(future.stat().st_mtime, UTC).year == 2030  # only read
     assert b"SECRET" not in b"".join(p.read_bytes() for p in store.warc_files())
 
 
