@@ -207,7 +207,7 @@ finish_on_disconnect_percent: 80
         ("censor_request_headers: [User-Agent]\n", "x.yaml:1: key 'censor_request_headers'"),
         ("censor_request_headers:\n  'Bad Name': x\n", "is not a header name"),
         ("censor_request_headers:\n  Host: x\n", "frames the request"),
-        ("censor_request_headers:\n  X-A: \"a\\nb\"\n", "control character"),
+        ('censor_request_headers:\n  X-A: "a\\nb"\n', "control character"),
         ("record_credentials: yes please\n", "x.yaml:1: key 'record_credentials'"),
         ("replay_set_cookie: 1\n", "expected true or false"),
         ("finish_on_disconnect_max_kb: -1\n", "x.yaml:1: key 'finish_on_disconnect_max_kb'"),
