@@ -923,7 +923,12 @@ class Tally:
         if canary in targets and answers[-1].headers.get("x-target") != canary:
             return f"the pipelined request was not answered last: {targets}"
         first = statuses[0] if statuses else None
-        if case.expect == "400" and first != 400:
+        # the proxy answers 400 and closes with the rest of the request unread, so the kernel
+        # may reset the connection and drop the 400 before a slow client reads it (a loaded
+        # machine did, 7 times in 10,000): a reset with nothing received is a refusal too.
+        # That nothing of it reached the origin is checked at the origin either way
+        reset = first is None and outcome.closed and not outcome.received
+        if case.expect == "400" and first != 400 and not reset:
             return f"expected 400, got {first} ({'closed' if outcome.closed else 'open'})"
         if case.expect == "4xx" and first is not None and not 400 <= first < 500:
             return f"expected a refusal, got {first}"
