@@ -152,6 +152,7 @@ close, stops whichever of those PIDs still run the same command line, and remove
 /dev/shm segments and the temporary directory.
 
 Run:  .venv/bin/python bench/side_by_side.py                      (3 to 4 minutes)
+      .venv/bin/python bench/side_by_side.py --rows misses-1k     (the cold misses alone)
       .venv/bin/python bench/side_by_side.py --duration 10 --runs 5
 """
 
@@ -992,14 +993,16 @@ async def run(args: argparse.Namespace, tmp: Path) -> int:
         https_urls = [f"https://127.0.0.1:{tls_port}/1k/{i}" for i in range(URL_COUNTS["1k"])]
         proxy_ca: ssl.SSLContext | None = None
 
-        # 1. record / warm, then check every URL is a hit
-        for s in SIZES:
+        rows_wanted = set(args.rows or TARGETS)
+        hit_rows = rows_wanted - {"misses-1k"}
+        # 1. record / warm, then check every URL is a hit (for the hit rows only)
+        for s in SIZES if hit_rows else ():
             if www:
                 got = await client_pass(urls[s], www_url, False, SIZES[s])
                 print(f"record {s} through wwwproxy (online): {dict(got)}")
             got = await client_pass(urls[s], squid_url, False, SIZES[s])
             print(f"warm {s} through Squid: {dict(got)}")
-        if www:
+        if www and hit_rows:
             # the first CONNECT makes wwwproxy's CA; later ones are verified against it
             got = await client_pass(https_urls[:1], www_url, False, SIZES["1k"])
             proxy_ca = ssl.create_default_context(
@@ -1008,7 +1011,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> int:
             got += await client_pass(https_urls[1:], www_url, proxy_ca, SIZES["1k"])
             print(f"record 1k over https through wwwproxy (online): {dict(got)}")
             await switch_mode(www, "offline")
-        for s in SIZES:
+        for s in SIZES if hit_rows else ():
             if www:
                 got = await client_pass(urls[s], www_url, False, SIZES[s])
                 print(f"check {s} through wwwproxy (offline): {dict(got)}")
@@ -1024,6 +1027,8 @@ async def run(args: argparse.Namespace, tmp: Path) -> int:
 
         # 2. offline hits, wrk
         for s, label in (("1k", "1 KB"), ("100k", "100 KB")):
+            if f"hits-{s}" not in rows_wanted:
+                continue
             row = Row(f"hits-{s}", f"offline hits {label}, 16 conns", wrk_legs(), "Squid")
             rows.append(row)
             for i in range(args.runs):
@@ -1047,7 +1052,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> int:
 
         # 2b. 100 KB hits not in the memory cache: a second wwwproxy on the same cache with
         # the memory cache off (offline, so it only reads)
-        if www:
+        if www and "disk-100k" in rows_wanted:
             disk = await start_wwwproxy(
                 tmp,
                 tls_port,
@@ -1088,7 +1093,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> int:
             finish_row(row)
 
         # 3. HTTPS offline hits through wwwproxy, the Python client; new-connection costs
-        if www and proxy_ca:
+        if www and proxy_ca and "https-1k" in rows_wanted:
             row = Row(
                 "https-1k",
                 "HTTPS offline hits 1 KB, 16 conns",
@@ -1120,14 +1125,14 @@ async def run(args: argparse.Namespace, tmp: Path) -> int:
                 f"new connection to wwwproxy, median of {HANDSHAKES} (cached leaf):\n  "
                 + ", ".join(f"{k} {statistics.median(t) * 1000:.2f} ms" for k, t in costs.items())
             )
-            # 4. wants wwwproxy online
+        if www and hit_rows:  # 4. wants wwwproxy online
             await switch_mode(www, "online")
 
         # 4. online cold misses, wrk, each run its own never-seen URL numbers
         row = Row("misses-1k", "online cold misses 1 KB, 8 conns", wrk_legs(), "Squid")
         rows.append(row)
         first = MISS_STRIDE
-        for i in range(args.runs):
+        for i in range(args.runs if "misses-1k" in rows_wanted else 0):
             for leg in row.legs:
                 direct = leg.label == "direct"
                 r = await measured(
@@ -1147,7 +1152,10 @@ async def run(args: argparse.Namespace, tmp: Path) -> int:
                 if r.requests >= MISS_STRIDE:
                     raise RuntimeError("a cold-miss run went past its URL range")
                 first += MISS_STRIDE
-        finish_row(row)
+        if "misses-1k" in rows_wanted:
+            finish_row(row)
+        else:
+            rows.remove(row)
         if www:
             warcs = sorted((tmp / "cache").rglob("*.warc*"))
             extra.append(
@@ -1193,6 +1201,13 @@ def main() -> int:
         default=[],
         metavar="KEY: VALUE",
         help="an extra line for wwwproxy's config (e.g. 'memory_cache_mb: 0'; repeatable)",
+    )
+    parser.add_argument(
+        "--rows",
+        action="append",
+        choices=sorted(TARGETS),
+        help="measure only this row (repeatable; default: all); 'misses-1k' alone skips the "
+        "recording and checking passes the hit rows need",
     )
     parser.add_argument("--watchdog", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
