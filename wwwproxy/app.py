@@ -24,7 +24,7 @@ from .archive.purge import Limits, purge_loop
 from .archive.search import SearchIndex
 from .archive.store import Store
 from .commands import handle_command
-from .commands.listing import list_hosts
+from .commands.listing import list_hosts, release_idle
 from .config import DEFAULT_CONFIG_PATH, Config, ConfigError, load_config
 from .fetch.monitor import monitor_loop, monitor_path
 from .http.policy import Mode
@@ -277,7 +277,8 @@ async def compact_loop(
     store: Store, *, every: float = COMPACT_EVERY, min_bytes: int = COMPACT_BYTES
 ) -> None:
     """Merge the index journal into the sorted index in the background, so lookups stay
-    binary searches instead of re-reading an ever-growing journal."""
+    binary searches instead of re-reading an ever-growing journal; and let go of the host
+    listings the index pages kept that nobody looked at lately."""
     while True:
         await asyncio.sleep(every)
         try:
@@ -286,6 +287,7 @@ async def compact_loop(
                 log.info("index compacted: %s records", count)
         except Exception:  # noqa: BLE001 (never fatal: the journal keeps serving lookups)
             log.exception("index compaction failed; will retry")
+        await asyncio.to_thread(release_idle, store)
 
 
 async def serve(

@@ -16,8 +16,9 @@ takes seconds, so both are kept and brought up to date from what changed since:
   (the new ``index.cdxj`` is the old one plus exactly those bytes); any other new index (a
   delete, a rebuild, two compactions unseen) drops them, to be built again when next asked
   for.  Sorted orders are made on first use, and a request turns only the entries it shows
-  into :class:`PageInfo`.  At most :data:`MAX_LISTED` entries are kept in all (the hosts
-  used least recently are dropped).
+  into :class:`PageInfo`.  The rows are flat columns (about 100 bytes a page).  At most
+  :data:`MAX_LISTED` rows are kept in all (the hosts used least recently are dropped), and a
+  listing no page asked for in :data:`LISTING_IDLE` seconds is let go.
 
 Everything here is called from worker threads; one lock per cache serializes it.
 """
@@ -30,6 +31,7 @@ import re
 import threading
 import time
 import weakref
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HOSTPORT_PATTERN",
+    "LISTING_IDLE",
     "MAX_LISTED",
     "PROTO_PATTERN",
     "SORTS",
@@ -60,12 +63,15 @@ __all__ = [
     "host_pages",
     "host_window",
     "list_hosts",
+    "release_idle",
     "split_hostport",
 ]
 
 SORTS = ("name", "time", "size")
-#: host-page entries kept in memory over all hosts (about 400 bytes each)
-MAX_LISTED = 40_000
+#: host-page rows kept in memory over all hosts (about 100 bytes each)
+MAX_LISTED = 250_000
+#: seconds after which a host listing no page asked for is let go
+LISTING_IDLE = 600.0
 PROTO_PATTERN = re.compile(r"[a-z][a-z0-9+.\-]*")
 HOSTPORT_PATTERN = re.compile(r"[A-Za-z0-9+.\-_:\[\]]+")
 _NOT_HOSTS = ("index", "outgoing", "tmp")
@@ -188,60 +194,142 @@ def _host_of(uri: str) -> tuple[str, str] | None:
 #: payload bytes or None when the line has no ``ple``; a revisit's are its original's)
 _Capture = tuple[str, "int | None", "str | None", "int | None"]
 _NO_SIZE = -1  # a line without its record length: the size comes from the file
-_MIMES: dict[str, str] = {}
+_TS_WIDTH = 27  # the index's one timestamp form: 2026-11-22T05:04:30.123456Z
+_INT64 = 1 << 63
+_SAME = object()  # in _good / _servable: no entry means "the newest capture"
 
 
-class _Entry:
-    """The index lines of one archive key, summed up as they arrive."""
-
-    __slots__ = ("captures", "good", "newest", "payload", "servable", "size")
-
-    def __init__(self, capture: _Capture) -> None:
-        self.captures = 0
-        self.newest = capture
-        self.good: _Capture | None = None  # the newest 2xx/3xx capture
-        self.servable: _Capture | None = None  # the newest capture that is not a 304/206
-        self.size = 0  # the end of its last record: its file's size
-        self.payload: int | None = None  # the newest response record's payload bytes
-
-    def served(self, keep_good: bool) -> _Capture | None:
-        return (self.good or self.servable) if keep_good else self.servable
-
-    def shown_size(self, keep_good: bool) -> int:
-        """The Size column's value (payload, else bytes on disk) as a sort key."""
-        served = self.served(keep_good)
-        payload = served[3] if served is not None else None
-        return payload if payload is not None else max(0, self.size)
-
-    def info(self, key: str, keep_good: bool) -> PageInfo:
-        served = self.served(keep_good)
-        newest_status = self.newest[1]
-        return PageInfo(
-            key=key,
-            time=datetime.fromisoformat(self.newest[0]),
-            status=served[1] if served is not None else None,
-            mime=(served or self.newest)[2],
-            captures=self.captures,
-            size=self.size if self.size != _NO_SIZE else None,
-            payload=served[3] if served is not None else None,
-            newest_status=newest_status if served is None or served[1] != newest_status else None,
-        )
+def _stored(value: object) -> int:
+    """An optional non-negative integer as a column holds it (-1: none)."""
+    return value if type(value) is int and 0 <= value < _INT64 else -1  # type: ignore[return-value]
 
 
 class _Listing:
-    """The pages of one host (one protocol): one entry per archive key."""
+    """The pages of one host (one protocol): a row per archive key, summed up as its index
+    lines arrive.
+
+    The rows live in flat columns, not an object per key: about 100 bytes a page instead of
+    400, so a 100,000-page host costs about 10 MB.  The keys (without the ``proto://`` all
+    share) are one byte string, found through an open-addressing table of row numbers.  Only
+    the newest capture of a key is held in the columns; the capture that would be served is
+    kept apart only when it is another one (a newer 404 or 304 than the good copy: rare).
+    """
 
     def __init__(self, root: Path, proto: str, hostport: str) -> None:
         host, port = split_hostport(hostport)
         self.root = root
         self.prefix = host_surt(host, port) + "/"
         self.scheme = f"{proto}://"
-        self.entries: dict[str, _Entry] = {}
-        self._orders: dict[str, list[str]] = {}
+        self.used = time.monotonic()  # when a page last asked for it
+        self._names = bytearray()  # the keys' UTF-8 after the scheme, one after another
+        self._starts = array("Q", [0])  # row r's key is _names[_starts[r]:_starts[r + 1]]
+        self._table = array("i", [-1]) * 8  # slot -> row (-1: free); a power of two long
+        self._ts = bytearray()  # the newest capture's timestamp, _TS_WIDTH bytes a row
+        self._status = array("h")  # its status, three digits (-1: none)
+        self._mime = array("I")  # its type, as an index into _mimes
+        self._cap_payload = array("q")  # its payload bytes (-1: not known)
+        self._payload = array("q")  # the newest response record's payload bytes (-1)
+        self._captures = array("I")
+        self._size = array("q")  # the end of the key's last record: its file's size
+        self._mimes: list[str | None] = [None]
+        self._mime_ids: dict[str, int] = {}
+        #: rows whose newest 2xx/3xx capture (good) or newest capture that is not a 304/206
+        #: (servable) is not their newest capture; None: there is none
+        self._good: dict[int, _Capture | None] = {}
+        self._servable: dict[int, _Capture | None] = {}
+        self._orders: dict[str, array[int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._status)
 
     def wants(self, record: CDXJRecord) -> bool:
         """Whether a record belongs here (the prefix holds other protocols and types)."""
         return record.key.startswith(self.prefix) and record.record_type in _INDEXED_TYPES
+
+    # -- rows --
+
+    def _name(self, row: int) -> bytearray:
+        return self._names[self._starts[row] : self._starts[row + 1]]
+
+    def key(self, row: int) -> str:
+        return self.scheme + self._name(row).decode("utf-8", "surrogatepass")
+
+    def _find(self, name: bytes) -> tuple[int, int]:
+        """(the row of ``name`` or -1, the table slot it is in or would go in)."""
+        table = self._table
+        mask = len(table) - 1
+        slot = hash(name) & mask
+        names, starts = self._names, self._starts
+        while True:
+            row = table[slot]
+            if row < 0 or names[starts[row] : starts[row + 1]] == name:
+                return row, slot
+            slot = (slot + 1) & mask
+
+    def _grow(self) -> None:
+        """Twice the table (kept at most half full, so that probes stay short)."""
+        table = self._table = array("i", [-1]) * (2 * len(self._table))
+        mask = len(table) - 1
+        for row in range(len(self)):
+            slot = hash(bytes(self._name(row))) & mask
+            while table[slot] >= 0:
+                slot = (slot + 1) & mask
+            table[slot] = row
+
+    def _capture(self, row: int) -> _Capture:
+        at = row * _TS_WIDTH
+        status, payload = self._status[row], self._cap_payload[row]
+        return (
+            self._ts[at : at + _TS_WIDTH].decode("ascii"),
+            None if status < 0 else status,
+            self._mimes[self._mime[row]],
+            None if payload < 0 else payload,
+        )
+
+    def _mime_id(self, mime: str | None) -> int:
+        if mime is None:
+            return 0
+        found = self._mime_ids.get(mime)
+        if found is None:
+            found = self._mime_ids[mime] = len(self._mimes)
+            self._mimes.append(mime)
+        return found
+
+    def _set_newest(self, row: int, capture: _Capture) -> None:
+        ts, status, mime, payload = capture
+        at = row * _TS_WIDTH
+        self._ts[at : at + _TS_WIDTH] = ts.encode("ascii")
+        self._status[row] = status if type(status) is int and 0 <= status < 1000 else -1
+        self._mime[row] = self._mime_id(mime)
+        self._cap_payload[row] = _stored(payload)
+
+    def _new_row(self, name: bytes, slot: int) -> int:
+        row = len(self)
+        self._names += name
+        self._starts.append(len(self._names))
+        self._table[slot] = row
+        self._ts += bytes(_TS_WIDTH)
+        for column in (self._status, self._mime, self._cap_payload, self._payload):
+            column.append(0)
+        self._captures.append(0)
+        self._size.append(0)
+        if 2 * len(self) > len(self._table):
+            self._grow()
+        return row
+
+    def _chosen(
+        self, row: int, kept: dict[int, _Capture | None], newest: _Capture
+    ) -> _Capture | None:
+        found = kept.get(row, _SAME)
+        return newest if found is _SAME else found  # type: ignore[return-value]
+
+    def _keep_chosen(
+        self, row: int, kept: dict[int, _Capture | None], capture: _Capture | None, newest: _Capture
+    ) -> None:
+        if capture == newest:
+            kept.pop(row, None)
+        else:
+            kept[row] = capture
 
     def add(self, record: CDXJRecord) -> None:
         """Count one index line in (as :func:`~wwwproxy.archive.store.served_record` would
@@ -249,8 +337,14 @@ class _Listing:
         fields = record.fields
         uri = fields["uri"]
         ref = fields["ref"]
+        ts = record.timestamp
         # the same host under another protocol shares the SURT key
-        if not uri.startswith(self.scheme) or not ref.startswith("warcfile:"):
+        if (
+            not uri.startswith(self.scheme)
+            or not ref.startswith("warcfile:")
+            or len(ts) != _TS_WIDTH
+            or not ts.isascii()
+        ):
             return
         try:
             end = int(ref[ref.rindex("#") + 1 :])
@@ -258,35 +352,46 @@ class _Listing:
             return
         length = fields.get("rle")
         end = end + length if type(length) is int else _NO_SIZE
-        ts = record.timestamp
         status = fields.get("hsc", 200)
         mime = fields.get("mct")
-        if mime is not None:  # a few types over and over: one string each
-            mime = _MIMES.setdefault(mime, mime) if len(_MIMES) < 4096 else mime
-        entry = self.entries.get(uri)
+        name = uri[len(self.scheme) :].encode("utf-8", "surrogatepass")
+        row, slot = self._find(name)
         ple = fields.get("ple")
         if record.record_type == "revisit":  # the payload is the response's it repeats
-            payload = entry.payload if entry is not None else None
+            known = self._payload[row] if row >= 0 else -1
+            payload = None if known < 0 else known
         else:
             payload = ple if type(ple) is int else None
         capture = (ts, status if type(status) is int else None, mime, payload)
-        if entry is None:
-            entry = self.entries[uri] = _Entry(capture)
-        elif ts > entry.newest[0]:
-            entry.newest = capture
+        if row < 0:
+            row = self._new_row(name, slot)
+            newest: _Capture = capture
+            good: _Capture | None = None
+            servable: _Capture | None = None
+        else:
+            newest = self._capture(row)
+            good = self._chosen(row, self._good, newest)
+            servable = self._chosen(row, self._servable, newest)
+            if ts > newest[0]:
+                newest = capture
         if record.record_type != "revisit":
-            entry.payload = payload
-        entry.captures += 1
+            self._payload[row] = _stored(payload)
+        self._captures[row] += 1
         status = status if type(status) is int else 200
         if is_servable(status):
-            if entry.servable is None or ts >= entry.servable[0]:
-                entry.servable = capture
-            if is_good(status) and (entry.good is None or ts >= entry.good[0]):
-                entry.good = capture
-        if end == _NO_SIZE or entry.size == _NO_SIZE:
-            entry.size = self._file_size(uri)
-        elif end > entry.size:
-            entry.size = end
+            if servable is None or ts >= servable[0]:
+                servable = capture
+            if is_good(status) and (good is None or ts >= good[0]):
+                good = capture
+        self._set_newest(row, newest)
+        newest = self._capture(row)  # as the columns hold it (an absurd number is "none")
+        self._keep_chosen(row, self._good, good, newest)
+        self._keep_chosen(row, self._servable, servable, newest)
+        size = self._size[row]
+        if end == _NO_SIZE or size == _NO_SIZE:
+            self._size[row] = _stored(self._file_size(uri))
+        elif end > size:
+            self._size[row] = _stored(end)
         if self._orders:
             self._orders.clear()
 
@@ -298,21 +403,52 @@ class _Listing:
         except (AssertionError, OSError, ValueError):
             return _NO_SIZE
 
-    def order(self, sort: str, keep_good: bool = True) -> list[str]:
-        """The keys in ``sort`` order, ascending (made once per change)."""
+    # -- what the pages show --
+
+    def _served(self, row: int, keep_good: bool) -> _Capture | None:
+        newest = self._capture(row)
+        servable = self._chosen(row, self._servable, newest)
+        return (self._chosen(row, self._good, newest) or servable) if keep_good else servable
+
+    def _shown_size(self, row: int, keep_good: bool) -> int:
+        """The Size column's value (payload, else bytes on disk) as a sort key."""
+        served = self._served(row, keep_good)
+        payload = served[3] if served is not None else None
+        return payload if payload is not None else max(0, self._size[row])
+
+    def info(self, row: int, keep_good: bool) -> PageInfo:
+        newest = self._capture(row)
+        served = self._served(row, keep_good)
+        newest_status = newest[1]
+        size = self._size[row]
+        return PageInfo(
+            key=self.key(row),
+            time=datetime.fromisoformat(newest[0]),
+            status=served[1] if served is not None else None,
+            mime=(served or newest)[2],
+            captures=self._captures[row],
+            size=size if size != _NO_SIZE else None,
+            payload=served[3] if served is not None else None,
+            newest_status=newest_status if served is None or served[1] != newest_status else None,
+        )
+
+    def order(self, sort: str, keep_good: bool = True) -> array[int]:
+        """The rows in ``sort`` order, ascending (made once per change)."""
         name = f"{sort}/{keep_good}" if sort == "size" else sort
-        keys = self._orders.get(name)
-        if keys is None:
-            entries = self.entries
+        rows = self._orders.get(name)
+        if rows is None:
             # a stable sort of the name order: equal times or sizes stay in name order
             if sort == "time":
-                keys = sorted(self.order("name"), key=lambda k: entries[k].newest[0])
+                ts = self._ts
+                by = sorted(
+                    self.order("name"), key=lambda r: ts[r * _TS_WIDTH : (r + 1) * _TS_WIDTH]
+                )
             elif sort == "size":
-                keys = sorted(self.order("name"), key=lambda k: entries[k].shown_size(keep_good))
+                by = sorted(self.order("name"), key=lambda r: self._shown_size(r, keep_good))
             else:
-                keys = sorted(entries)
-            self._orders[name] = keys
-        return keys
+                by = sorted(range(len(self)), key=self._name)
+            rows = self._orders[name] = array("I", by)
+        return rows
 
 
 # ---------------------------------------------------------------------------------------------
@@ -420,6 +556,7 @@ class _CacheView:
                         listing.add(record)
             for follower in self.followers.values():
                 follower.add(records)
+        self.trim()
         return records
 
     def _drop_listings(self, index: _Ident | None) -> None:
@@ -528,6 +665,7 @@ class _CacheView:
         kept = self.listings.get(host)
         if kept is not None:
             self.listings.move_to_end(host)
+            kept.used = time.monotonic()
             return kept
         for _ in range(3):
             index, generation = self.index, self.generation
@@ -546,10 +684,19 @@ class _CacheView:
 
     def _keep(self, host: tuple[str, str], listing: _Listing) -> None:
         self.listings[host] = listing
-        total = sum(len(kept.entries) for kept in self.listings.values())
-        while total > MAX_LISTED and len(self.listings) > 1:
-            _, dropped = self.listings.popitem(last=False)
-            total -= len(dropped.entries)
+        self.trim()
+
+    def trim(self) -> None:
+        """At most :data:`MAX_LISTED` rows kept in all, the hosts asked for least recently
+        let go first (a host larger than that on its own is made for each request and not
+        kept), and none that no page asked for in :data:`LISTING_IDLE` seconds."""
+        idle = time.monotonic() - LISTING_IDLE
+        total = sum(map(len, self.listings.values()))
+        for host, kept in list(self.listings.items()):  # least recently asked for first
+            if total <= MAX_LISTED and kept.used > idle:
+                break
+            del self.listings[host]
+            total -= len(kept)
 
 
 _views: OrderedDict[str, _CacheView] = OrderedDict()
@@ -606,6 +753,18 @@ def following(root: Path | Store, name: str, make: Callable[[], _F]) -> Iterator
         yield follower  # type: ignore[misc]
 
 
+def release_idle(root: Path | Store) -> None:
+    """Let go of the host listings of a cache that no page asked for lately (called now and
+    then, so that memory returns to its base after the index pages were browsed)."""
+    store = root if isinstance(root, Store) else None
+    key = os.path.abspath(Path(store.root if store is not None else root))
+    with _views_lock:
+        view = _views.get(key)
+    if view is not None:
+        with view.lock:
+            view.trim()
+
+
 def list_hosts(root: Path | Store) -> list[HostInfo]:
     """Every host folder of the cache with its page count, bytes and last fetch (its newest
     file's mtime), sorted by protocol and host; only what changed is counted again."""
@@ -633,18 +792,17 @@ def host_window(
     with view.lock:
         listing = view.listing(store, proto, hostport)
         files = view.files(proto, hostport)
-        keys = listing.order(sort, keep_good)
-        total = len(keys)
+        rows = listing.order(sort, keep_good)
+        total = len(rows)
         last = max(1, -(-total // per))
         number = min(max(1, number), last)
         start = (number - 1) * per
         stop = min(total, start + per)
         if descending:
-            chosen: Iterable[str] = (keys[total - 1 - i] for i in range(start, stop))
+            chosen: Iterable[int] = (rows[total - 1 - i] for i in range(start, stop))
         else:
-            chosen = keys[start:stop]
-        entries = listing.entries
-        shown = [entries[key].info(key, keep_good) for key in chosen]
+            chosen = rows[start:stop]
+        shown = [listing.info(row, keep_good) for row in chosen]
     return HostWindow(total, files, number, last, start, shown)
 
 
@@ -658,5 +816,4 @@ def host_pages(
     view = _view(store)
     with view.lock:
         listing = view.listing(store, proto, hostport)
-        entries = listing.entries
-        return [entries[key].info(key, keep_good) for key in listing.order("name")]
+        return [listing.info(row, keep_good) for row in listing.order("name")]
