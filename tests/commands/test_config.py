@@ -140,6 +140,24 @@ async def test_password_is_never_shown(configured):
     assert status == 401
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        "http://alice:s3cr3t-word@127.0.0.1:3128/a/path",  # refused: a path
+        "ftp://alice:s3cr3t-word@127.0.0.1:3128",  # refused: not http
+        "http://alice:s3cr3t-word@",  # refused: no host
+    ],
+)
+async def test_a_refused_proxy_url_is_not_sent_back_with_its_password(configured, value):
+    running, client, path = configured
+    before = path.read_text()
+    status, text, _ = await client.post("/config/", {"key": "upstream_proxy", "value": value})
+    assert status == 400 and "s3cr3t" not in text and "upstream_proxy" in text
+    assert path.read_text() == before and running.services.config.upstream_proxy is None
+    status, data = await client.post_api("/config/", {"key": "upstream_proxy", "value": value})
+    assert status == 400 and "s3cr3t" not in str(data)
+
+
 async def test_without_a_file_nothing_is_editable(client):
     status, text, _ = await client.get("/config/")
     assert status == 200 and "cannot be edited" in text

@@ -301,6 +301,14 @@ def _has_credentials(value: object) -> bool:
         return "@" in str(value)
 
 
+def _secret(key: str, value: object) -> bool:
+    """A value never sent back to a page: a password, or a proxy URL with credentials (a
+    refused one too: its password may be right and the rest wrong)."""
+    return key == "password" or (
+        key == "upstream_proxy" and (_has_credentials(value) or "@" in str(value))
+    )
+
+
 def _file_values(path: Path | None) -> tuple[dict[str, str], str | None]:
     """Each top-level key's value in the file as YAML text, or the problem reading it."""
     if path is None:
@@ -316,7 +324,7 @@ def _file_values(path: Path | None) -> tuple[dict[str, str], str | None]:
         return {}, f"{path}: not valid YAML: {_yaml_problem(exc)}"
     values = {}
     for key, value in (data or {}).items():
-        if key == "password" or (key == "upstream_proxy" and _has_credentials(value)):
+        if _secret(str(key), value):
             values[key] = ""
             continue
         if value is None:
@@ -411,8 +419,8 @@ async def page(ctx: Context) -> web.StreamResponse:
             if key == "mode":
                 shown = f"{shown} (running: {ctx.services.mode.value})"
             current = values.get(key, "")
-            if key == edited_key and error:
-                current = edited_value or ""
+            if key == edited_key and error and not _secret(key, edited_value):
+                current = edited_value or ""  # the refused value, to correct
             in_file = key in values
             lines = max(1, min(8, current.count("\n") + 1))
             placeholder = "new password (empty: none)" if key == "password" else "(default)"
