@@ -40,6 +40,7 @@ from .warc import (
     CachedResponse,
     HTTPRequest,
     HTTPResponse,
+    PendingRecord,
     RecordInfo,
     StoredRecord,
     WARCFormatError,
@@ -58,6 +59,8 @@ __all__ = [
     "CachedEntry",
     "Deleted",
     "Moved",
+    "PayloadListener",
+    "RecordedPayload",
     "Recorder",
     "Store",
     "StoreError",
@@ -124,6 +127,34 @@ class StoreListener(Protocol):
         """Captures were removed: ``files``, the ``warcfile:`` names of the cache files that
         went (every capture of their key); ``keys``, the archive keys whose index lines went
         with them.  A file the index did not know is named in ``files`` only."""
+
+
+class PayloadListener(StoreListener, Protocol):
+    """A :class:`StoreListener` that also wants the payload a put recorded (the search index:
+    reading each page back from its file cost as much as indexing it).  The store calls
+    :meth:`on_put_payload` instead of ``on_put`` on a listener that has it."""
+
+    def on_put_payload(
+        self, url: URL, key: str, lines: list[CDXJRecord], payload: RecordedPayload | None
+    ) -> None:
+        """As ``on_put``; ``payload`` is the response's (None for a revisit)."""
+
+
+class RecordedPayload:
+    """The payload of a response just recorded, as :class:`PayloadListener` gets it: readable
+    only while ``on_put_payload`` runs (the recorder's spool closes after it)."""
+
+    def __init__(self, record: PendingRecord) -> None:
+        self._record = record
+        #: the HTTP headers as recorded (what a reader of the record gets)
+        self.http_headers = record.info.http_headers
+        self.length = record.info.payload_length
+
+    def read(self) -> bytes:
+        """The whole payload as recorded (still Content-Encoded), checked against its digest
+        (WARCWriteError if the spool changed)."""
+        data = self._record.read_payload()
+        return data if data is not None else b""
 
 
 @dataclass(frozen=True)
@@ -463,9 +494,15 @@ class Store:
             if rec.info.rec_type in _INDEXED_TYPES
         ]
         self.index.add(lines, self.sync)
+        response = records[-1]
+        payload = RecordedPayload(response) if response.info.rec_type == "response" else None
         for listener in self.listeners:
             try:
-                listener.on_put(url, key, lines)
+                with_payload = getattr(listener, "on_put_payload", None)
+                if with_payload is not None:
+                    with_payload(url, key, lines, payload)
+                else:
+                    listener.on_put(url, key, lines)
             except Exception:  # noqa: BLE001 (a derived index must never break recording)
                 log.exception("store listener %r failed for %s", listener, key)
         return lines

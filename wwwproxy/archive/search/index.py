@@ -6,6 +6,9 @@ are, and two contentless FTS5 tables over their text; the text itself stays in t
 * ``page_rank`` (``detail=full``): the title and the page's most frequent terms
   (:func:`~.text.rank_text`): what ranks it (BM25, titles count ten times).
 
+A page is indexed from the payload the store hands over as it records it
+(:meth:`_Follower.on_put_payload`; reading each page back from its WARC file cost as much as
+indexing it), or, when it is too large to wait in memory, read back from its capture.
 Snippets are made when a result list is shown, by reading its twenty or so pages again from the
 archive.  A contentless table forgets a page's terms only when told the very text they came from
 (the FTS5 'delete' command; SQLite 3.40 has no ``contentless_delete``): when a page gets new text,
@@ -36,7 +39,7 @@ from ...http.content import decode_content
 from ...http.policy import is_good
 from ..cdxj import CDXJError, CDXJRecord
 from ..store import StoreError
-from ..warc import WARCFormatError, open_payload, read_record_at
+from ..warc import WARCFormatError, WARCWriteError, open_payload, read_record_at
 from .schema import FTS, Text, create_fts, open_schema, write_fts
 from .text import (
     CONTROL,
@@ -53,7 +56,7 @@ from .text import (
 
 if TYPE_CHECKING:
     from ...url import URL
-    from ..store import Store
+    from ..store import RecordedPayload, Store
 
 __all__ = ["SEARCH_DB", "SearchHit", "SearchIndex", "SearchResults"]
 
@@ -73,14 +76,25 @@ MERGE_MIN = 16  # pages indexed since the last full merge before another is wort
 MERGE_SHARE = 8  # ... or an eighth of the pages with text, whichever is more ...
 MERGE_SMALL = 1000  # ... or any, up to this many pages with text (a merge takes milliseconds)
 MERGE_STEP = 200  # FTS5 pages written per step of a full merge (a short transaction)
+GIVEN_MAX = 1024 * 1024  # a recorded payload up to this size is handed over, not read back ...
+GIVEN_BUDGET = 16 * 1024 * 1024  # ... while those waiting to be indexed hold less than this
 _READ_ERRORS = (WARCFormatError, CDXJError, StoreError, OSError, ValueError, EOFError)
 
 
 class _Capture(NamedTuple):
-    """A job for the indexing thread: index one recorded capture."""
+    """A job for the indexing thread: index one recorded capture (with its payload as the
+    store recorded it, when it was handed over: :meth:`_Follower.on_put_payload`)."""
 
     store: Store
     line: CDXJRecord
+    given: Given | None = None
+
+
+class Given(NamedTuple):
+    """A capture's payload (still Content-Encoded) and HTTP headers, as recorded."""
+
+    payload: bytes
+    headers: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -112,9 +126,30 @@ class _Follower:
         self.store = store
 
     def on_put(self, url: URL, key: str, lines: list[CDXJRecord]) -> None:
+        self.on_put_payload(url, key, lines, None)
+
+    def on_put_payload(
+        self, url: URL, key: str, lines: list[CDXJRecord], payload: RecordedPayload | None
+    ) -> None:
+        """Queue the capture, with its payload when the page's text is wanted and it is small
+        enough to wait in memory: read back from the file it cost as much as the indexing."""
         for line in lines:
-            if line.record_type in ("response", "revisit"):
-                self.index._enqueue(_Capture(self.store, line))  # noqa: SLF001
+            if line.record_type not in ("response", "revisit"):
+                continue
+            given = None
+            if (
+                payload is not None
+                and line.record_type == "response"
+                and _wants_text(line)
+                and payload.length <= GIVEN_MAX
+                and self.index._reserve(payload.length)  # noqa: SLF001
+            ):
+                try:
+                    given = Given(payload.read(), tuple(payload.http_headers))
+                except (WARCWriteError, OSError) as exc:  # read back from the file instead
+                    log.warning("search: %s: the recorded payload is not at hand: %s", key, exc)
+                    self.index._release(payload.length)  # noqa: SLF001
+            self.index._enqueue(_Capture(self.store, line, given))  # noqa: SLF001
 
     def on_delete(self, keys: list[str], files: list[str]) -> None:
         self.index.remove_pages(keys, files, store=self.store)
@@ -138,6 +173,7 @@ class SearchIndex:
         self._attached: list[Store] = []
         self._pending: queue.Queue[_Capture | Callable[[], object]] = queue.Queue()
         self._pending_lock = threading.Lock()
+        self._given_bytes = 0  # payloads handed over and waiting in _pending (GIVEN_BUDGET)
         self._worker: threading.Thread | None = None
         self._compact_queued = False
         self._batching = 0  # under the write lock: pages are committed by the batch
@@ -170,6 +206,19 @@ class SearchIndex:
         if self._meta("stale"):
             self._enqueue(partial(self._rebuild, store))
 
+    def _reserve(self, size: int) -> bool:
+        """Room for a handed-over payload of ``size`` bytes in the queue?  (Taken if so;
+        :meth:`_run` gives it back.)"""
+        with self._pending_lock:
+            if self._given_bytes + size > GIVEN_BUDGET:
+                return False
+            self._given_bytes += size
+            return True
+
+    def _release(self, size: int) -> None:
+        with self._pending_lock:
+            self._given_bytes -= size
+
     def _enqueue(self, job: _Capture | Callable[[], object]) -> None:
         """Index in a worker thread: parsing a large page must never hold up the response
         being recorded (the browser waits for the record before its last bytes).  Never
@@ -180,6 +229,8 @@ class SearchIndex:
                 if self._behind is None:
                     log.warning("search index: behind by %d pages; catching up later", MAX_PENDING)
                 self._behind = job.store
+                if job.given is not None:
+                    self._given_bytes -= len(job.given.payload)
             else:
                 self._pending.put(job)
             if self._worker is None or not self._worker.is_alive():
@@ -264,12 +315,13 @@ class SearchIndex:
         """The pages recorded meanwhile in one transaction, then the job that ended the batch
         (a rebuild or compaction) if any; a failure is logged, never fatal."""
         captures = [job for job in jobs if isinstance(job, _Capture)]
+        given = sum(len(c.given.payload) for c in captures if c.given is not None)
         try:
             if captures:
                 with self._batch():
                     for capture in captures:
                         try:
-                            self.index_capture(capture.store, capture.line)
+                            self.index_capture(capture.store, capture.line, capture.given)
                         except Exception:  # noqa: BLE001
                             log.exception("search index: %s not indexed", capture.line.uri)
         except sqlite3.Error as exc:
@@ -283,6 +335,9 @@ class SearchIndex:
                 )
             else:
                 log.exception("search index: %d page(s) not indexed", len(captures))
+        finally:
+            if given:
+                self._release(given)
         for job in jobs:
             if not isinstance(job, _Capture):
                 try:
@@ -522,9 +577,10 @@ class SearchIndex:
             row = self._conn.execute("SELECT status FROM pages WHERE key = ?", (key,)).fetchone()
         return row is not None and isinstance(row[0], int) and is_good(row[0])
 
-    def index_capture(self, store: Store, line: CDXJRecord) -> bool:
-        """Index the capture an index line points at; False if it was not readable, or its
-        cache file is gone (deleted while it waited to be indexed: it must not come back)."""
+    def index_capture(self, store: Store, line: CDXJRecord, given: Given | None = None) -> bool:
+        """Index the capture an index line points at (its payload ``given`` as recorded, else
+        read from the file); False if it was not readable, or its cache file is gone (deleted
+        while it waited to be indexed: it must not come back)."""
         key = line.uri
         status = line.fields.get("hsc")
         if status == 304:
@@ -543,9 +599,12 @@ class SearchIndex:
             file, pos = ref
             mime = line.fields.get("mct")
             title = text = ""
-            if isinstance(status, int) and 200 <= status < 300 and mime in TEXT_TYPES:
+            if _wants_text(line):
                 try:
-                    title, text = self._read_text(store, key, file, pos)
+                    if given is not None:
+                        title, text = extract_text(*_document(given.payload, given.headers))
+                    else:
+                        title, text = self._read_text(store, key, file, pos)
                 except _READ_ERRORS as exc:
                     log.warning("search: %s not indexed: %s", key, exc)
             self._put(store, key, key, title, text, mime, status, line.timestamp, file, pos)
@@ -569,11 +628,7 @@ class SearchIndex:
             headers = record.http_headers
         with stream:
             raw = stream.read(MAX_PAYLOAD)
-        names = {n.lower(): v for n, v in headers}
-        data = decode_content(raw, names.get("content-encoding"), MAX_PAYLOAD)
-        content_type = names.get("content-type")
-        mime = (content_type or "text/html").split(";", 1)[0].strip().lower()
-        return decode_text(data, content_type), mime
+        return _document(raw, headers)
 
     @classmethod
     def _read_text(cls, store: Store, key: str, file: str, pos: int) -> tuple[str, str]:
@@ -866,6 +921,22 @@ class SearchIndex:
             return segments(snippet)
         _, text = extract_text(document[:SNIPPET_START], mime)
         return ((text[:200], False),) if text else ()
+
+
+def _wants_text(line: CDXJRecord) -> bool:
+    """Is the text of this capture indexed (a 2xx page of a text type)?"""
+    status = line.fields.get("hsc")
+    return isinstance(status, int) and 200 <= status < 300 and line.fields.get("mct") in TEXT_TYPES
+
+
+def _document(raw: bytes, headers: Iterable[tuple[str, str]]) -> tuple[str, str]:
+    """``(page source, mime type)`` of a payload with these HTTP headers: decoded from its
+    Content-Encoding and charset (the first :data:`MAX_PAYLOAD` bytes)."""
+    names = {n.lower(): v for n, v in headers}
+    data = decode_content(raw[:MAX_PAYLOAD], names.get("content-encoding"), MAX_PAYLOAD)
+    content_type = names.get("content-type")
+    mime = (content_type or "text/html").split(";", 1)[0].strip().lower()
+    return decode_text(data, content_type), mime
 
 
 def _wake() -> None:

@@ -132,6 +132,13 @@ class PendingRecord:
     _record: object = field(repr=False)  # warcio ArcWarcRecord
     _body: _CheckedBody | None = field(repr=False, default=None)
 
+    def read_payload(self) -> bytes | None:
+        """The payload once written, read again from its stream (still open: the caller's),
+        and checked against its digest; None for a record without one (a revisit).  Lets a
+        listener of the store (the search index) have a page it just recorded without
+        reading it back from the file."""
+        return self._body.read_again() if self._body is not None else None
+
 
 # ---------------------------------------------------------------------------------------------
 # building
@@ -178,6 +185,15 @@ class _CheckedBody:
             raise WARCWriteError("a PendingRecord can be written only once")
         self._used = True
         self._stream.seek(self._start)
+
+    def read_again(self) -> bytes:
+        """The whole body once more (after it was written): WARCWriteError if it is not what
+        was recorded."""
+        self._stream.seek(self._start)
+        data = self._stream.read(self._length)
+        if len(data) != self._length or hashlib.sha1(data).digest() != self._digest:
+            raise WARCWriteError("body changed after it was recorded")
+        return data
 
     def read(self, size: int = -1) -> bytes:
         if self._remaining == 0:
