@@ -314,6 +314,28 @@ def test_bad_journal_and_index_lines_are_reported_not_fatal(tmp_path: Path) -> N
     assert len(index.check()) == 2
 
 
+def test_newest_reads_back_from_the_newest_line_past_bad_ones(tmp_path: Path) -> None:
+    index = Index(tmp_path)
+    old, mid, new = rec("(a,)/", "2025"), rec("(a,)/", "2026", "revisit"), rec("(a,)/", "2027")
+    broken = "(a,)/ 2028-01-01T00:00:00.000000Z response {broken\n"
+    write(index.index_path, HEADER_LINE + "\n" + lines_of([old, mid, new]) + broken)
+    assert index.newest("(a,)/") == new  # the newest line is malformed: the one before it
+    assert [p for p in index.problems if "(byte " in p] == [
+        f"{index.index_path} (byte {len(HEADER_LINE) + 1 + len(lines_of([old, mid, new]))}): "
+        "invalid JSON block: Expecting property name enclosed in double quotes (column 2)"
+    ]
+    assert index.newest("(a,)/", record_types={"revisit"}) == mid
+    assert index.newest("(a,)/", record_types={"request"}) is None
+    # a newer capture in the journal, and the index's newest line there again (a compaction
+    # crash): the journal's wins, each line counts once
+    newer = rec("(a,)/", "2029")
+    index.add([new, newer])
+    assert index.newest("(a,)/") == newer
+    assert index.exact("(a,)/") == [old, mid, new, newer]
+    assert index.newest("(a,)/", record_types={"revisit"}) == mid
+    assert index.newest("(b,)/") is None and index.newest("(a,)") is None
+
+
 def test_unsupported_index_version_is_a_clear_error(tmp_path: Path) -> None:
     index = Index(tmp_path)
     write(index.index_path, "!OpenWayback-CDXJ 2.0\n" + rec("(a,)/").to_line())

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import copy
+import dataclasses
 import json
+import pickle
 import random
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -391,3 +396,46 @@ def test_fast_path_edge_cases(block: str, rtype: str, ts: str, key: str) -> None
     full = _outcome(lambda: CDXJRecord._parse_text(line))
     assert _outcome(lambda: CDXJRecord._parse(line)) == full
     assert _outcome(lambda: CDXJRecord._parse(line.encode())) == full
+
+
+# --------------------------------------------------------------------------------------------
+# Fields built on first use (fast-path records)
+
+
+def test_fields_of_a_parsed_line_are_built_on_first_use_and_kept() -> None:
+    built = rec("(com,a,)/", sha=SHA, hsc=200, mct="", rle=7)
+    parsed = CDXJRecord.parse_line(built.to_bytes())
+    assert "fields" not in vars(parsed)  # not built yet: a lookup may never need them
+    fields = parsed.fields
+    typed = sorted((k, type(v), v) for k, v in fields.items())
+    assert typed == sorted((k, type(v), v) for k, v in built.fields.items())
+    assert parsed.fields is fields and "_match" not in vars(parsed)  # built once, then kept
+
+
+@pytest.mark.parametrize(
+    "copier", [copy.copy, copy.deepcopy, lambda r: pickle.loads(pickle.dumps(r))]
+)
+def test_a_record_with_fields_not_yet_built_copies_and_pickles(
+    copier: Callable[[CDXJRecord], CDXJRecord],
+) -> None:
+    built = rec("(com,a,)/x", sha=SHA, hsc=404, rid="<urn:x>")
+    copied = copier(CDXJRecord.parse_line(built.to_line()))
+    assert copied == built and copied.fields == built.fields and copied.to_line() == built.to_line()
+    assert dataclasses.replace(CDXJRecord.parse_line(built.to_line()), key="(com,b,)/") == (
+        rec("(com,b,)/", sha=SHA, hsc=404, rid="<urn:x>")
+    )
+
+
+def test_fields_built_by_many_threads_at_once_are_equal() -> None:
+    line = rec("(com,a,)/", sha=SHA, hsc=200, rle=1).to_line()
+    for _ in range(50):
+        record = CDXJRecord.parse_line(line)
+        barrier = threading.Barrier(4)
+
+        def read(record: CDXJRecord = record, barrier: threading.Barrier = barrier) -> dict:
+            barrier.wait()
+            return record.fields
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(lambda _: read(), range(4)))
+        assert all(r == rec("(com,a,)/", sha=SHA, hsc=200, rle=1).fields for r in results)

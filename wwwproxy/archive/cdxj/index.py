@@ -176,7 +176,8 @@ class Index:
         self._compact_lock = threading.Lock()
         self._journal_cache: dict[str, tuple[_Ident, list[CDXJRecord]]] = {}
         self._view: tuple[tuple[_Ident | None, ...], list[bytes], list[CDXJRecord]] | None = None
-        self._listed: tuple[tuple[int, int, int], bool, list[Path]] | None = None
+        self._directory = os.fspath(self.directory)  # (a str: os.stat takes it a little faster)
+        self._listed: tuple[int, int, int, bool, list[Path]] | None = None
         self._problems: dict[str, None] = {}
 
     # -- writing -------------------------------------------------------------------------------
@@ -376,13 +377,17 @@ class Index:
         and every new index change it (appends do not; the active journal is checked itself).
         """
         try:
-            st = os.stat(self.directory)
+            st = os.stat(self._directory)
         except FileNotFoundError:
             return False, []
-        key = (st.st_dev, st.st_ino, st.st_mtime_ns)
         cached = self._listed
-        if cached is not None and cached[0] == key:
-            return cached[1], cached[2]
+        if (
+            cached is not None
+            and cached[0] == st.st_mtime_ns
+            and cached[1] == st.st_ino
+            and cached[2] == st.st_dev
+        ):
+            return cached[3], cached[4]
         try:
             names = sorted(os.listdir(self.directory))
         except FileNotFoundError:
@@ -392,15 +397,17 @@ class Index:
         # kept only for an mtime well in the past: with coarse file timestamps, a change in
         # the same clock tick as this listing could leave the mtime as it is
         settled = time.time_ns() - st.st_mtime_ns > _SETTLED_NS
-        self._listed = (key, has_journal, sealed) if settled else None
+        self._listed = (
+            (st.st_mtime_ns, st.st_ino, st.st_dev, has_journal, sealed) if settled else None
+        )
         return has_journal, sealed
 
     def _journal_view(self) -> tuple[list[bytes], list[CDXJRecord]]:
         """Sorted unique lines of all journals (active first, then sealed) and their records."""
+        has_journal, sealed = self._listing()  # (the lock is for the caches, not for this)
+        if not has_journal and not sealed:
+            return [], []
         with self._lock:
-            has_journal, sealed = self._listing()
-            if not has_journal and not sealed:
-                return [], []
             parts = [self._journal(self.journal_path) if has_journal else (None, [])]
             for path in sealed:  # a sealed journal never changes: read once
                 cached = self._journal_cache.get(os.fspath(path))
@@ -417,60 +424,97 @@ class Index:
             self._view = (idents, lines, records)
             return lines, records
 
+    def _parse_at(self, line: bytes, offset: int) -> CDXJRecord | None:
+        """The record of an index line, or ``None`` (reported) when the line is malformed."""
+        try:
+            return CDXJRecord._parse(line)
+        except CDXJError as e:
+            self._report(str(e.at(f"{self.index_path} (byte {offset})", None)))
+            return None
+
+    def _matches(self, target: bytes) -> list[tuple[bytes, int, CDXJRecord | None]]:
+        """``(line, offset, record)`` of the lines that start with ``target``, journal and index
+        merged in byte order, without duplicates: ``record`` is the journal's (already parsed);
+        an index line's is ``None`` and ``offset`` its place (-1 for a journal's)."""
+        jlines, jrecords = self._journal_view()
+        i = j = bisect.bisect_left(jlines, target) if jlines else 0
+        while j < len(jlines) and jlines[j].startswith(target):
+            j += 1
+        found: list[tuple[bytes, int, CDXJRecord | None]] = [
+            (line, offset, None) for offset, line in self._file.lines(target)
+        ]
+        if i < j:
+            found += [(jlines[k], -1, jrecords[k]) for k in range(i, j)]
+            found.sort(key=operator.itemgetter(0))  # stable: an index line before its copy
+        previous: bytes | None = None
+        unique = []
+        for item in found:
+            if item[0] != previous:
+                unique.append(item)
+                previous = item[0]
+        return unique
+
     def _records(self, target: bytes, record_types: Collection[str] | None) -> Iterator[CDXJRecord]:
-        """Records whose line starts with ``target``, journal and index merged in byte order."""
+        """Records whose line starts with ``target``, journal and index merged in byte order
+        (streamed: a prefix may match the whole index)."""
         jlines, jrecords = self._journal_view()
         i = bisect.bisect_left(jlines, target)
         j = i
         while j < len(jlines) and jlines[j].startswith(target):
             j += 1
-        previous: bytes | None = None
-        if i == j:  # nothing in the journals: the index alone, without the merge
-            for offset, line in self._file.lines(target):
-                if line == previous:
-                    continue
-                previous = line
-                try:
-                    record = CDXJRecord._parse(line)
-                except CDXJError as e:
-                    self._report(str(e.at(f"{self.index_path} (byte {offset})", None)))
-                    continue
-                if record_types is None or record.record_type in record_types:
-                    yield record
-            return
         from_journal = ((jlines[k], -1, jrecords[k]) for k in range(i, j))
         from_index = ((line, offset, None) for offset, line in self._file.lines(target))
         merged = heapq.merge(from_index, from_journal, key=operator.itemgetter(0))
+        previous: bytes | None = None
         for line, offset, found in merged:
             if line == previous:
                 continue
             previous = line
             if found is None:
-                try:
-                    found = CDXJRecord._parse(line)
-                except CDXJError as e:
-                    self._report(str(e.at(f"{self.index_path} (byte {offset})", None)))
+                found = self._parse_at(line, offset)
+                if found is None:
                     continue
             if record_types is None or found.record_type in record_types:
                 yield found
+
+    def _key_target(self, key: str) -> bytes:
+        """What the lines of exactly ``key`` start with (``key`` checked)."""
+        _check_key(key)  # (so no space nor newline, which _search_bytes checks for prefixes)
+        try:
+            return key.encode() + b" "
+        except UnicodeEncodeError:
+            raise CDXJError(f"key is not encodable as UTF-8: {key!r}") from None
 
     def captures(
         self, key: str, *, record_types: Collection[str] | None = None
     ) -> Iterator[CDXJRecord]:
         """All captures of exactly ``key``, oldest first."""
-        _check_key(key)
-        return self._records(_search_bytes(key, "key") + b" ", record_types)
+        return iter(self.exact(key, record_types=record_types))
 
     def exact(self, key: str, *, record_types: Collection[str] | None = None) -> list[CDXJRecord]:
         """All captures of exactly ``key``, oldest first."""
-        return list(self.captures(key, record_types=record_types))
+        out = []
+        for line, offset, record in self._matches(self._key_target(key)):
+            if record is None:
+                record = self._parse_at(line, offset)
+                if record is None:
+                    continue
+            if record_types is None or record.record_type in record_types:
+                out.append(record)
+        return out
 
     def newest(self, key: str, *, record_types: Collection[str] | None = None) -> CDXJRecord | None:
-        """The latest capture of ``key`` (``None`` if there is none)."""
-        newest = None
-        for newest in self.captures(key, record_types=record_types):  # noqa: B007
-            pass
-        return newest
+        """The latest capture of ``key`` (``None`` if there is none): the lines are read from
+        the newest back, and only as far as the first valid one of the wanted types is parsed
+        (an older malformed line is reported by the lookups that read it)."""
+        for line, offset, record in reversed(self._matches(self._key_target(key))):
+            if record is None:
+                record = self._parse_at(line, offset)
+                if record is None:
+                    continue
+            if record_types is None or record.record_type in record_types:
+                return record
+        return None
 
     def closest(
         self,

@@ -334,13 +334,15 @@ _FAST_LINE_RE = re.compile(
 )
 _FAST_NAMES = ("uri", "sha", "dig", "hsc", "hsc", "mct", "ref", "rid", "cle", "ple", "rle", "rct",
                "rou", "rod", "roi")  # fmt: skip
-_GROUP = {name: n - 1 for name, n in _FAST_LINE_RE.groupindex.items()}  # index in groups()
+_GROUP = {name: n for name, n in _FAST_LINE_RE.groupindex.items()}  # number for m.group()
 # the JSON values are the last groups, in _FAST_NAMES order
 assert (
-    _FAST_LINE_RE.groups == _GROUP["uri"] + len(_FAST_NAMES) and _GROUP["hscs"] == _GROUP["hsc"] + 1
+    _FAST_LINE_RE.groups == _GROUP["uri"] - 1 + len(_FAST_NAMES)
+    and _GROUP["hscs"] == _GROUP["hsc"] + 1
 )
-_KEY, _TS, _DATE, _TYPE, _FIRST, _HSC, _CLE, _PLE, _RLE, _ROD = (
-    _GROUP[name] for name in ("key", "ts", "date", "type", "uri", "hsc", "cle", "ple", "rle", "rod")
+_HEAD = tuple(_GROUP[name] for name in ("key", "ts", "type", "date", "rod"))
+_FIRST, _HSC, _CLE, _PLE, _RLE = (  # indexes in m.groups()
+    _GROUP[name] - 1 for name in ("uri", "hsc", "cle", "ple", "rle")
 )
 _VALID_DATES: dict[str, bool] = {}  # "YYYY-MM-DD" -> whether it is a real date
 
@@ -361,15 +363,36 @@ def _valid_date(date: str) -> bool:
 
 def _parse_canonical(text: str, raw: bytes | None) -> CDXJRecord | None:
     """The record of a line in canonical form (``raw`` is its UTF-8 if known), or ``None``
-    when the line needs the full parser (which then also reports its errors)."""
+    when the line needs the full parser (which then also reports its errors).
+
+    Every check is made here, at once; only the ``fields`` dict is built later, when it is
+    first asked for (``_canonical_fields``): a lookup returns all of a key's captures, and
+    most callers read the fields of one of them."""
     m = _FAST_LINE_RE.fullmatch(text)
     if m is None:
         return None
-    g = m.groups()
-    if not _VALID_DATES.get(g[_DATE]) and not _valid_date(g[_DATE]):
+    key, ts, record_type, date, rod = m.group(*_HEAD)
+    if not _VALID_DATES.get(date) and not _valid_date(date):
         return None
-    values = g[_FIRST:]
-    fields: dict[str, Any] = {k: v for k, v in zip(_FAST_NAMES, values) if v is not None}  # noqa: B905
+    if rod is not None:
+        try:
+            normalize_timestamp(rod)
+        except CDXJError:
+            return None
+    record = object.__new__(CDXJRecord)
+    state = record.__dict__
+    state["key"] = key
+    state["timestamp"] = ts
+    state["record_type"] = record_type
+    state["_raw"] = text.encode() if raw is None else raw
+    state["_match"] = m
+    return record
+
+
+def _canonical_fields(m: re.Match[str]) -> dict[str, Any]:
+    """The JSON block of a line ``_FAST_LINE_RE`` matched (and so validated) as a dict."""
+    g = m.groups()
+    fields: dict[str, Any] = {k: v for k, v in zip(_FAST_NAMES, g[_FIRST:]) if v is not None}  # noqa: B905
     if g[_HSC] is not None:
         fields["hsc"] = int(g[_HSC])
     if g[_CLE] is not None:
@@ -378,20 +401,7 @@ def _parse_canonical(text: str, raw: bytes | None) -> CDXJRecord | None:
         fields["ple"] = int(g[_PLE])
     if g[_RLE] is not None:
         fields["rle"] = int(g[_RLE])
-    if g[_ROD] is not None:
-        try:
-            normalize_timestamp(g[_ROD])
-        except CDXJError:
-            return None
-    record = object.__new__(CDXJRecord)
-    record.__dict__.update(
-        key=g[_KEY],
-        timestamp=g[_TS],
-        record_type=g[_TYPE],
-        fields=fields,
-        _raw=text.encode() if raw is None else raw,
-    )
-    return record
+    return fields
 
 
 # ---------------------------------------------------------------------------------------------
@@ -412,6 +422,11 @@ class CDXJRecord:
     record_type: str
     fields: dict[str, Any] = field(hash=False)
     _raw: bytes = field(init=False, repr=False, compare=False, hash=False, default=b"")
+
+    def __getstate__(self) -> dict[str, Any]:
+        """For pickle and copy: the fields built, the match (which cannot be pickled) left out."""
+        self.fields  # noqa: B018 - builds them
+        return {k: v for k, v in self.__dict__.items() if k != "_match"}
 
     def __post_init__(self) -> None:
         _check_key(self.key)
@@ -463,7 +478,13 @@ class CDXJRecord:
     @classmethod
     def _parse(cls, line: str | bytes) -> CDXJRecord:
         raw: bytes | None = None
-        if type(line) is bytes or isinstance(line, bytes | bytearray | memoryview):
+        if type(line) is bytes:
+            raw = line
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise CDXJError(f"line is not valid UTF-8 (byte {e.start})") from None
+        elif isinstance(line, bytes | bytearray | memoryview):
             raw = bytes(line)
             try:
                 text = raw.decode("utf-8")
@@ -547,6 +568,30 @@ class CDXJRecord:
     def as_datetime(self) -> datetime:
         """The timestamp as an aware UTC datetime."""
         return datetime.fromisoformat(self.timestamp)
+
+
+class _LazyFields:
+    """``CDXJRecord.fields`` of a record the fast path parsed: built on first use and kept in
+    the instance, where every later access finds it first (this descriptor has no ``__set__``,
+    so the instance's own ``fields`` wins, as it does for every record constructed)."""
+
+    def __get__(self, record: CDXJRecord | None, owner: type | None = None) -> dict[str, Any]:
+        if record is None:
+            raise AttributeError("fields")
+        state = record.__dict__
+        m = state.get("_match")
+        if m is None:  # another thread built them meanwhile
+            try:
+                return state["fields"]
+            except KeyError:
+                raise AttributeError("fields") from None
+        fields = _canonical_fields(m)
+        state["fields"] = fields
+        state.pop("_match", None)  # the line's text is no longer needed
+        return fields
+
+
+CDXJRecord.fields = _LazyFields()  # type: ignore[assignment]  # set after @dataclass saw the field
 
 
 # ---------------------------------------------------------------------------------------------
