@@ -454,6 +454,14 @@ class Index:
                 previous = item[0]
         return unique
 
+    def _in_journals(self, target: bytes) -> bool:
+        """Whether a journal line starts with ``target``."""
+        jlines = self._journal_view()[0]
+        if not jlines:
+            return False
+        i = bisect.bisect_left(jlines, target)
+        return i < len(jlines) and jlines[i].startswith(target)
+
     def _records(self, target: bytes, record_types: Collection[str] | None) -> Iterator[CDXJRecord]:
         """Records whose line starts with ``target``, journal and index merged in byte order
         (streamed: a prefix may match the whole index)."""
@@ -493,8 +501,23 @@ class Index:
 
     def exact(self, key: str, *, record_types: Collection[str] | None = None) -> list[CDXJRecord]:
         """All captures of exactly ``key``, oldest first."""
+        target = self._key_target(key)
         out = []
-        for line, offset, record in self._matches(self._key_target(key)):
+        if not self._in_journals(target):  # the index alone: the common case, made short
+            previous = None
+            for offset, line in self._file.lines(target):
+                if line == previous:
+                    continue
+                previous = line
+                try:
+                    record = CDXJRecord._parse(line)
+                except CDXJError as e:
+                    self._report(str(e.at(f"{self.index_path} (byte {offset})", None)))
+                    continue
+                if record_types is None or record.record_type in record_types:
+                    out.append(record)
+            return out
+        for line, offset, record in self._matches(target):
             if record is None:
                 record = self._parse_at(line, offset)
                 if record is None:

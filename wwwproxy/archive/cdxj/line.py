@@ -163,7 +163,12 @@ _KEY_ORDER = (
 _REVISIT_ONLY = ("rou", "rod", "roi")
 
 
+_GOOD_KEY_RE = re.compile(r"[^\x00-\x20\x7f!{][^\x00-\x20\x7f]*")  # all the checks below
+
+
 def _check_key(key: object) -> None:
+    if type(key) is str and _GOOD_KEY_RE.fullmatch(key):
+        return  # (one match, as every lookup checks its key)
     if not isinstance(key, str):
         raise CDXJError(f"searchable key must be a string, not {type(key).__name__}")
     if not key:

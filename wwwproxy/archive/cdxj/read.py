@@ -278,12 +278,13 @@ def _sample(head: bytes) -> bytes:
 class _Snapshot:
     """One version of a sorted file: an open descriptor, where records start, the samples."""
 
-    __slots__ = ("fd", "ident", "keys", "offsets", "size", "start")
+    __slots__ = ("fd", "ident", "keys", "mtime_ns", "offsets", "size", "start")
 
     def __init__(self, fd: int, source: str, block_size: int) -> None:
         self.fd = fd  # owned from here (closed by __del__); only pread() is used on it
         self.ident = _ident(os.fstat(fd))
         self.size = self.ident[2]
+        self.mtime_ns = self.ident[3]
         self.start = _data_start(fd, source)
         self.keys: list[bytes] = []  # keys[n] is a prefix of the line at offsets[n]
         self.offsets = array("q")
@@ -405,24 +406,32 @@ class IndexFile:
         if block_size < 1:
             raise ValueError(f"block_size must be positive, not {block_size}")
         self.path = Path(path)
+        self._path = os.fspath(path)  # (a str: os.stat takes it a little faster)
         self.block_size = block_size
         self._snapshot: _Snapshot | None = None
         self._lock = threading.Lock()
 
     def _current(self) -> _Snapshot | None:
         try:
-            ident = _ident(os.stat(self.path))
+            st = os.stat(self._path)
         except FileNotFoundError:
             return None
         snapshot = self._snapshot
-        if snapshot is not None and snapshot.ident == ident:
+        if (
+            snapshot is not None
+            and snapshot.mtime_ns == st.st_mtime_ns
+            and snapshot.size == st.st_size
+            and snapshot.ident[1] == st.st_ino
+            and snapshot.ident[0] == st.st_dev
+        ):
             return snapshot
+        ident = _ident(st)
         with self._lock:  # one sampling at a time; the others wait and use it
             snapshot = self._snapshot
             if snapshot is not None and snapshot.ident == ident:
                 return snapshot
             try:
-                fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+                fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
             except FileNotFoundError:
                 return None
             snapshot = _Snapshot(fd, os.fspath(self.path), self.block_size)
