@@ -1,10 +1,10 @@
 """Cache size and history limits (WWWOFFLE's Purge): which captures and cache files go, and
 removing them without losing anything else.
 
-The decisions are pure functions, tested by tables: :func:`keep_members` (which records of
-one cache file stay under ``keep_captures``) and :func:`plan_files` (which files go under
-``purge_after_days`` and ``max_size``).  :func:`purge` gathers the facts and carries the plan
-out:
+The decisions are pure functions in :mod:`.purge_plan`, tested by tables: ``keep_members``
+(which records of one cache file stay under ``keep_captures``) and ``plan_files`` (which files
+go under ``purge_after_days`` and ``max_size``); they are named here too, for callers.
+:func:`purge` gathers the facts and carries the plan out:
 
 - a page with more than ``keep_captures`` captures has its file rewritten with the records it
   keeps, under the file's lock (an append waits, then goes to the new file): the kept gzip
@@ -39,21 +39,27 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..fsutil import atomic_write, fsync_dir, lock_if_still_at
-from ..http.policy import is_good, is_servable
 from ..url import surt, url_hash
 from .cdxj import CDXJRecord
 from .cdxj.index import _open_locked_journal  # the one locked append: the used log is a journal
+from .purge_plan import (
+    CAPTURES,
+    DAY,
+    LOW_WATER,
+    Limits,
+    Member,
+    PageFacts,
+    Removal,
+    keep_members,
+    plan_files,
+)
 from .store import WARC_SUFFIX, Moved, Store, StoreError
 from .warc import StoredRecord, WARCFormatError, read_records
-
-if TYPE_CHECKING:
-    from ..config import Config, PurgeRule
 
 __all__ = [
     "LOW_WATER",
@@ -74,179 +80,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: a cache over ``max_size`` is purged down to this share of it, so that the next few pages
-#: recorded do not start another purge at once
-LOW_WATER = 0.9
-DAY = 86400.0
 USED_LOG = "used.log"  # in <cache>/index/: "<epoch seconds> <proto>/<host>/<hash>.warc.gz"
 PENDING = "purge.pending"  # in <cache>/index/: the files a purge is changing
 LAST_PURGE = "purged"  # in <cache>/index/: its modification time is the last purge's end
 PURGE_LOCK = ".purge.lock"  # in <cache>/index/: held by the purge under way
 _TEMP_SUFFIX = ".purge"
-_CAPTURES = ("response", "revisit")
 _COPY_CHUNK = 1 << 20
-
-
-# --- the pure decisions ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Member:
-    """One record of a cache file, as the plan sees it (its gzip member's place and links)."""
-
-    offset: int
-    length: int
-    rec_type: str
-    record_id: str
-    date: str = ""
-    status: int | None = None
-    target_uri: str | None = None
-    concurrent_to: tuple[str, ...] = ()
-    refers_to: str | None = None
-    refers_to_target_uri: str | None = None
-    refers_to_date: str | None = None
-
-    @classmethod
-    def of(cls, record: StoredRecord) -> Member:
-        return cls(
-            record.offset,
-            record.length,
-            record.rec_type,
-            record.record_id,
-            record.date,
-            record.status,
-            record.target_uri,
-            record.concurrent_to,
-            record.refers_to,
-            record.refers_to_target_uri,
-            record.refers_to_date,
-        )
-
-
-def _original(members: Sequence[Member], revisit: Member) -> int | None:
-    """The position of the response a revisit stands for (as the reader finds it: by record
-    id, else by target URI and date)."""
-    for i, m in enumerate(members):
-        if m.rec_type == "response" and revisit.refers_to and m.record_id == revisit.refers_to:
-            return i
-    for i in range(len(members) - 1, -1, -1):
-        m = members[i]
-        if (
-            m.rec_type == "response"
-            and m.target_uri == revisit.refers_to_target_uri
-            and m.date == revisit.refers_to_date
-        ):
-            return i
-    return None
-
-
-def keep_members(members: Sequence[Member], keep_captures: int) -> tuple[Member, ...]:
-    """The records of one cache file (file order) that stay when it keeps ``keep_captures``
-    captures (0: all): the newest ones, plus the capture the store serves (the newest 2xx/3xx,
-    and the newest servable one: a run of error answers never costs the good copy), plus the
-    response each kept revisit refers to (never a revisit without its payload), plus the
-    request of every kept capture.  Requests of dropped captures go with them; records of
-    any other kind, and requests linked to nothing, stay."""
-    captures = [i for i, m in enumerate(members) if m.rec_type in _CAPTURES]
-    if keep_captures <= 0 or len(captures) <= keep_captures:
-        return tuple(members)
-    kept = set(captures[-keep_captures:])
-    for test in (is_good, is_servable):
-        for i in reversed(captures):
-            if test(members[i].status or 200):
-                kept.add(i)
-                break
-    for i in list(kept):
-        if members[i].rec_type == "revisit":
-            original = _original(members, members[i])
-            if original is not None:
-                kept.add(original)
-    kept_ids = {members[i].record_id for i in kept}
-    dropped_ids = {members[i].record_id for i in captures if i not in kept}
-    result = []
-    for i, m in enumerate(members):
-        if m.rec_type in _CAPTURES:
-            if i in kept:
-                result.append(m)
-        elif m.rec_type == "request":
-            links = set(m.concurrent_to) | {
-                c.record_id for c in members if m.record_id in c.concurrent_to
-            }
-            if links & kept_ids or not links & dropped_ids:
-                result.append(m)
-        else:
-            result.append(m)
-    return tuple(result)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What a purge enforces (from the configuration)."""
-
-    max_size: int = 0  # bytes of cache files; 0: no limit
-    keep_captures: int = 0  # per cache file; 0: all
-    rules: tuple[PurgeRule, ...] = ()  # purge_after_days
-
-    @classmethod
-    def from_config(cls, config: Config) -> Limits:
-        return cls(config.max_size, config.keep_captures, config.purge_after_days)
-
-    @property
-    def active(self) -> bool:
-        return self.max_size > 0 or self.keep_captures > 0 or bool(self.rules)
-
-
-@dataclass(frozen=True)
-class PageFacts:
-    """One cache file as :func:`plan_files` sees it."""
-
-    name: str  # its path in the cache, <proto>/<host>/<hash>.warc.gz
-    url: str  # its archive key ("" if unknown)
-    size: int  # bytes (after any trimming of old captures)
-    fetched: float  # its modification time: when its newest capture was recorded
-    served: float | None = None  # when the proxy last served it, if known
-
-    @property
-    def used(self) -> float:
-        """When it was last used: fetched or served, whichever is later."""
-        return max(self.fetched, self.served or 0.0)
-
-
-@dataclass(frozen=True)
-class Removal:
-    page: PageFacts
-    reason: str
-
-
-def _days(seconds: float) -> str:
-    days = seconds / DAY
-    return f"{days:.0f}" if days >= 10 else f"{days:.1f}"
-
-
-def plan_files(files: Iterable[PageFacts], limits: Limits, now: float) -> list[Removal]:
-    """The cache files to remove: first each page not used for longer than the days of the
-    first ``purge_after_days`` rule whose pattern is found in its URL; then, while the rest
-    take more than ``max_size``, the least recently used (the larger first among equals),
-    until they take at most :data:`LOW_WATER` of it."""
-    removals: list[Removal] = []
-    rest: list[PageFacts] = []
-    for page in files:
-        rule = next((r for r in limits.rules if r.regex.search(page.url)), None)
-        if rule is not None and now - page.used > rule.days * DAY:
-            age = _days(now - page.used)
-            reason = f"not used for {age} days (rule '{rule.pattern}': {rule.days:g})"
-            removals.append(Removal(page, reason))
-        else:
-            rest.append(page)
-    total = sum(page.size for page in rest)
-    if limits.max_size > 0 and total > limits.max_size:
-        target = int(limits.max_size * LOW_WATER)
-        for page in sorted(rest, key=lambda p: (p.used, -p.size, p.name)):
-            if total <= target:
-                break
-            removals.append(Removal(page, "least recently used, the cache is over max_size"))
-            total -= page.size
-    return removals
 
 
 # --- when pages were served ------------------------------------------------------------------
@@ -466,7 +305,7 @@ def trim_file(
         if not records:
             return None
         members = [Member.of(r) for r in records]
-        if indexed is not None and sum(m.rec_type in _CAPTURES for m in members) > indexed:
+        if indexed is not None and sum(m.rec_type in CAPTURES for m in members) > indexed:
             return None  # a recording's index lines are still to come
         kept = keep_members(members, keep_captures)
         if len(kept) == len(members):
@@ -475,7 +314,7 @@ def trim_file(
         url = _key_of(records)
         kept_at = {m.offset for m in kept}
         dropped = [m for m in members if m.offset not in kept_at]
-        captures = sum(1 for m in dropped if m.rec_type in _CAPTURES)
+        captures = sum(1 for m in dropped if m.rec_type in CAPTURES)
         freed = sum(m.length for m in dropped)
         if dry_run:
             return Trimmed(path.relative_to(store.root).as_posix(), url, captures, freed)
@@ -485,12 +324,12 @@ def trim_file(
         lines, new_places, offset = [], set(), 0
         for m in kept:
             record = by_offset[m.offset]
-            if m.rec_type in _CAPTURES:
+            if m.rec_type in CAPTURES:
                 key = record.archive_key or record.target_uri or url
                 lines.append(store.index_line(key, record, name, offset, m.length))
                 new_places.add((offset, m.record_id))
             offset += m.length
-        old_places = {(m.offset, m.record_id) for m in members if m.rec_type in _CAPTURES}
+        old_places = {(m.offset, m.record_id) for m in members if m.rec_type in CAPTURES}
         moved = Moved(name, url, tuple(lines), frozenset(old_places - new_places))
         return Trimmed(path.relative_to(store.root).as_posix(), url, captures, freed, moved)
 
@@ -515,9 +354,9 @@ def _heal(store: Store, relpath: str) -> tuple[str | None, Moved | None]:
         lines = [
             store.index_line(r.archive_key or r.target_uri or key, r, name, r.offset, r.length)
             for r in records
-            if r.rec_type in _CAPTURES
+            if r.rec_type in CAPTURES
         ]
-        actual = {(r.offset, r.record_id) for r in records if r.rec_type in _CAPTURES}
+        actual = {(r.offset, r.record_id) for r in records if r.rec_type in CAPTURES}
         indexed = set()
         for line in store.index.captures(surt(key)):
             ref = line.warcfile
