@@ -29,7 +29,7 @@ from wwwproxy.archive.cdxj import (
     parse_ref,
     read_journal,
 )
-from wwwproxy.archive.cdxj.line import _KEY_ORDER, _parse_canonical
+from wwwproxy.archive.cdxj.line import _KEY_ORDER, _check_key, _parse_canonical
 
 from .conftest import GOOD_JSON, SHA, TS, _with_json, rec
 
@@ -254,7 +254,8 @@ def test_parse_header() -> None:
 # --------------------------------------------------------------------------------------------
 # The fast path for canonical lines agrees with the full parser
 
-_CHARS = st.sampled_from(list('a/#.:"\\ \x00\x1f\x7f\n\r\tä😀\u2028\u00a0-+_=0Z'))
+_CHAR_LIST = list('a/#.:"\\ \x00\x1f\x7f\n\r\tä😀\u2028\u00a0-+_=0Z')
+_CHARS = st.sampled_from(_CHAR_LIST)
 _PLAIN = st.text(  # strings JSON writes as they are: the fast path's own ground
     st.characters(codec="utf-8", exclude_characters='"\\', exclude_categories=("Cc", "Cs")),
     min_size=1,
@@ -439,3 +440,29 @@ def test_fields_built_by_many_threads_at_once_are_equal() -> None:
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             results = list(pool.map(lambda _: read(), range(4)))
         assert all(r == rec("(com,a,)/", sha=SHA, hsc=200, rle=1).fields for r in results)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=st.one_of(
+        st.sampled_from(["!a", "{a", "a!{", "", " ", "a b", "a\x7f", "\x00", "é", "a\u2028"]),
+        st.text(st.sampled_from([*_CHAR_LIST, "!", "{"]), max_size=6),
+        st.text(max_size=6),
+        st.binary(max_size=3),
+    )
+)
+def test_a_key_is_checked_alike_by_its_quick_match_and_the_rules(key: str | bytes) -> None:
+    rules = (
+        isinstance(key, str)
+        and key != ""
+        and key[0] not in "!{"
+        and not any(c <= " " or c == "\x7f" for c in key)
+    )
+    try:
+        _check_key(key)
+        accepted = True
+    except CDXJError:
+        accepted = False
+    assert accepted == rules
+    if accepted:
+        assert CDXJRecord.build(key, TS, "response", uri="u", ref="r").key == key
