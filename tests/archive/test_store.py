@@ -637,3 +637,20 @@ def test_the_cache_folder_is_made_private(tmp_path: Path) -> None:
     assert stat.S_IMODE(shared.stat().st_mode) == 0o700
     Store(tmp_path / "new" / "cache")
     assert stat.S_IMODE((tmp_path / "new" / "cache").stat().st_mode) == 0o700
+
+
+def test_absent_says_whether_a_key_has_no_copy_at_all(tmp_path: Path) -> None:
+    """What a cold miss asks on the event loop instead of a lookup in a thread: true only
+    when there is no cache file; any copy, even one never served (a 304), is not absent."""
+    store = Store(tmp_path / "cache")
+    url = canonicalize("http://absent.example/page")
+    post_key = request_key(url.file, "POST", "text/plain", b"a=1")
+    assert store.absent(url, url.file) and store.absent(url, post_key)
+    put(store, "http://absent.example/page", b"", status=304)
+    assert not store.absent(url, url.file)
+    assert store.lookup(url, url.file, "GET", b"") is None  # there, but nothing to serve
+    assert store.absent(url, post_key)  # another key, another file
+    put(store, "http://absent.example/page", b"x", method="POST", request_body=b"a=1")
+    assert not store.absent(url, post_key)
+    assert store.delete(url)
+    assert store.absent(url, url.file) and not store.absent(url, post_key)

@@ -582,6 +582,18 @@ class Store:
                 self.located.put(key, prefer_good, entry, path, before)
         return entry
 
+    def absent(self, url: URL, key: str) -> bool:
+        """Is there no copy of ``key`` at all (no cache file)?  One ``stat``, cheap enough for
+        the event loop: a cold miss learns it without a lookup in a thread.  False when it
+        cannot tell (:meth:`lookup` then says what is there)."""
+        try:
+            os.stat(self.path_for(url, key))
+        except FileNotFoundError:
+            return True
+        except OSError:  # a name no file system holds, a folder we may not read ...
+            return False
+        return False
+
     def lookup_hot(
         self,
         url: URL,

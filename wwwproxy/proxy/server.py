@@ -279,7 +279,7 @@ class ProxyServer:
         cached = None
         if method == "GET":  # a hot copy is answered inline: no thread hop, no disk read
             cached = store.lookup_hot(url, key, headers, prefer_good=prefer_good)
-        if cached is None:
+        if cached is None and not store.absent(url, key):  # a cold miss: no thread hop
             cached = await asyncio.to_thread(
                 store.lookup, url, key, method, body, headers, prefer_good=prefer_good
             )

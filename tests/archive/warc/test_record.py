@@ -1,7 +1,9 @@
-"""Tests for wwwproxy.archive.warc.record: WARC-Date formatting and parsing."""
+"""Tests for wwwproxy.archive.warc.record: WARC-Date formatting and parsing, digests."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -47,3 +49,32 @@ def test_parse_warc_date(text, expected):
 def test_parse_warc_date_rejects(text):
     with pytest.raises(ValueError, match="WARC-Date"):
         W.parse_warc_date(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# digests
+
+_RAW = hashlib.sha1(b"payload").digest()
+_B32 = base64.b32encode(_RAW).decode()
+
+
+@pytest.mark.parametrize(
+    ("digest", "expected"),
+    [
+        (f"sha1:{_B32}", _B32),  # as this cache writes it: taken as it is
+        (f"sha1:{_B32.lower()}", _B32),
+        (f"SHA-1:{_B32}", _B32),
+        (f"sha1:{_RAW.hex()}", _B32),
+        (f"sha1:{base64.b64encode(_RAW).decode()}", _B32),
+        (f"sha1: {_B32} ", _B32),
+        (f"sha1:{_B32[:-1]}", None),  # too short for a SHA-1
+        (f"sha1:{_B32[:-1]}1", None),  # not Base32
+        (f"md5:{base64.b32encode(hashlib.md5(b'x').digest()).decode()}", None),
+        (f"sha256:{_B32}", None),
+        ("nonsense", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_sha1_base32_is_the_cdxj_sha_field(digest, expected):
+    assert W.sha1_base32(digest) == expected

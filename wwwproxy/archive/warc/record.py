@@ -38,6 +38,7 @@ WARC_VERSION = "WARC/1.1"
 
 _RAW_CHUNK = 64 * 1024  # compressed bytes read at a time
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_SHA1_BASE32 = re.compile(r"sha1:[A-Z2-7]{32}")
 _STATUS_LINE = re.compile(rb"(HTTP/[0-9]\.[0-9]) ([0-9]{3})(?: (.*))?")
 _WARC_DATE = re.compile(
     r"(\d{4})(?:-(\d{2})(?:-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?Z)?)?)?"
@@ -142,6 +143,8 @@ def _format_digest(h: hashlib._Hash) -> str:
 
 def sha1_base32(digest: str | None) -> str | None:
     """The CDXJ ``sha`` value: Base32 SHA-1 without prefix, or None if not a SHA-1 digest."""
+    if digest is not None and _SHA1_BASE32.fullmatch(digest):
+        return digest[5:]  # as this cache writes it (32 characters: 160 bits, no padding)
     decoded = _decode_digest(digest)
     if decoded is None or decoded[0] != "sha1":
         return None
