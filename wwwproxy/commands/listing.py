@@ -317,6 +317,40 @@ class _Listing:
             self._grow()
         return row
 
+    def _first(
+        self, name: bytes, slot: int, record: CDXJRecord, capture: _Capture, end: int
+    ) -> bool:
+        """A key's first line (most lines are): its row straight from the capture, as
+        :meth:`add` would make it; False (nothing done) for numbers the columns cannot hold."""
+        ts, status, mime, payload = capture
+        if (status is not None and not 0 <= status < 1000) or (
+            payload is not None and not 0 <= payload < _INT64
+        ):
+            return False
+        row = len(self)
+        self._names += name
+        self._starts.append(len(self._names))
+        self._table[slot] = row
+        self._ts += ts.encode("ascii")
+        self._status.append(-1 if status is None else status)
+        self._mime.append(self._mime_id(mime))
+        self._cap_payload.append(-1 if payload is None else payload)
+        self._payload.append(-1 if payload is None or record.record_type == "revisit" else payload)
+        self._captures.append(1)
+        if end == _NO_SIZE:
+            end = self._file_size(self.key(row))
+        self._size.append(_stored(end))
+        code = 200 if status is None else status
+        if not is_servable(code):
+            self._servable[row] = self._good[row] = None
+        elif not is_good(code):
+            self._good[row] = None
+        if 2 * len(self) > len(self._table):
+            self._grow()
+        if self._orders:
+            self._orders.clear()
+        return True
+
     def _chosen(
         self, row: int, kept: dict[int, _Capture | None], newest: _Capture
     ) -> _Capture | None:
@@ -363,6 +397,8 @@ class _Listing:
         else:
             payload = ple if type(ple) is int else None
         capture = (ts, status if type(status) is int else None, mime, payload)
+        if row < 0 and self._first(name, slot, record, capture, end):
+            return
         if row < 0:
             row = self._new_row(name, slot)
             newest: _Capture = capture
