@@ -424,66 +424,71 @@ class Index:
             self._view = (idents, lines, records)
             return lines, records
 
-    def _parse_at(self, line: bytes, offset: int) -> CDXJRecord | None:
-        """The record of an index line, or ``None`` (reported) when the line is malformed."""
-        try:
-            return CDXJRecord._parse(line)
-        except CDXJError as e:
-            self._report(str(e.at(f"{self.index_path} (byte {offset})", None)))
-            return None
+    def _wanted(
+        self,
+        line: bytes,
+        offset: int,
+        record: CDXJRecord | None,
+        record_types: Collection[str] | None,
+    ) -> CDXJRecord | None:
+        """The record of a line (parsed here when ``record`` is ``None``: an index line at
+        ``offset``) if it is valid and of a wanted type; a malformed line is reported."""
+        if record is None:
+            try:
+                record = CDXJRecord._parse(line)
+            except CDXJError as e:
+                self._report(str(e.at(f"{self.index_path} (byte {offset})", None)))
+                return None
+        if record_types is None or record.record_type in record_types:
+            return record
+        return None
 
-    def _matches(self, target: bytes) -> list[tuple[bytes, int, CDXJRecord | None]]:
-        """``(line, offset, record)`` of the lines that start with ``target``, journal and index
-        merged in byte order, without duplicates: ``record`` is the journal's (already parsed);
-        an index line's is ``None`` and ``offset`` its place (-1 for a journal's)."""
+    def _journal_span(self, target: bytes) -> tuple[list[bytes], list[CDXJRecord]]:
+        """The journals' lines that start with ``target``, and their records."""
         jlines, jrecords = self._journal_view()
-        i = j = bisect.bisect_left(jlines, target) if jlines else 0
+        if not jlines:
+            return [], []
+        i = j = bisect.bisect_left(jlines, target)
         while j < len(jlines) and jlines[j].startswith(target):
             j += 1
-        found: list[tuple[bytes, int, CDXJRecord | None]] = [
-            (line, offset, None) for offset, line in self._file.lines(target)
-        ]
-        if i < j:
-            found += [(jlines[k], -1, jrecords[k]) for k in range(i, j)]
-            found.sort(key=operator.itemgetter(0))  # stable: an index line before its copy
-        previous: bytes | None = None
-        unique = []
-        for item in found:
-            if item[0] != previous:
-                unique.append(item)
-                previous = item[0]
-        return unique
+        return jlines[i:j], jrecords[i:j]
 
-    def _in_journals(self, target: bytes) -> bool:
-        """Whether a journal line starts with ``target``."""
-        jlines = self._journal_view()[0]
-        if not jlines:
-            return False
-        i = bisect.bisect_left(jlines, target)
-        return i < len(jlines) and jlines[i].startswith(target)
+    def _merged(
+        self, target: bytes, jlines: list[bytes], jrecords: list[CDXJRecord]
+    ) -> Iterator[tuple[bytes, int, CDXJRecord | None]]:
+        """``(line, offset, record)`` of the index's lines that start with ``target`` (offset
+        their place, record ``None``) and of the journals' (-1, their record), merged in byte
+        order; a line in both counts once."""
+        from_index = ((line, offset, None) for offset, line in self._file.lines(target))
+        from_journal = ((jlines[k], -1, jrecords[k]) for k in range(len(jlines)))
+        merged = heapq.merge(from_index, from_journal, key=operator.itemgetter(0))
+        previous: bytes | None = None
+        for item in merged:
+            if item[0] != previous:
+                previous = item[0]
+                yield item
+
+    def _index_records(
+        self, target: bytes, record_types: Collection[str] | None
+    ) -> Iterator[CDXJRecord]:
+        """Records whose line starts with ``target``, from the index alone."""
+        previous: bytes | None = None
+        for offset, line in self._file.lines(target):
+            if line != previous:
+                previous = line
+                record = self._wanted(line, offset, None, record_types)
+                if record is not None:
+                    yield record
 
     def _records(self, target: bytes, record_types: Collection[str] | None) -> Iterator[CDXJRecord]:
         """Records whose line starts with ``target``, journal and index merged in byte order
         (streamed: a prefix may match the whole index)."""
-        jlines, jrecords = self._journal_view()
-        i = bisect.bisect_left(jlines, target)
-        j = i
-        while j < len(jlines) and jlines[j].startswith(target):
-            j += 1
-        from_journal = ((jlines[k], -1, jrecords[k]) for k in range(i, j))
-        from_index = ((line, offset, None) for offset, line in self._file.lines(target))
-        merged = heapq.merge(from_index, from_journal, key=operator.itemgetter(0))
-        previous: bytes | None = None
-        for line, offset, found in merged:
-            if line == previous:
-                continue
-            previous = line
-            if found is None:
-                found = self._parse_at(line, offset)
-                if found is None:
-                    continue
-            if record_types is None or found.record_type in record_types:
-                yield found
+        jlines, jrecords = self._journal_span(target)
+        if not jlines:  # the common case, made short
+            return self._index_records(target, record_types)
+        merged = self._merged(target, jlines, jrecords)
+        wanted = (self._wanted(*item, record_types) for item in merged)
+        return (record for record in wanted if record is not None)
 
     def _key_target(self, key: str) -> bytes:
         """What the lines of exactly ``key`` start with (``key`` checked)."""
@@ -501,41 +506,21 @@ class Index:
 
     def exact(self, key: str, *, record_types: Collection[str] | None = None) -> list[CDXJRecord]:
         """All captures of exactly ``key``, oldest first."""
-        target = self._key_target(key)
-        out = []
-        if not self._in_journals(target):  # the index alone: the common case, made short
-            previous = None
-            for offset, line in self._file.lines(target):
-                if line == previous:
-                    continue
-                previous = line
-                try:
-                    record = CDXJRecord._parse(line)
-                except CDXJError as e:
-                    self._report(str(e.at(f"{self.index_path} (byte {offset})", None)))
-                    continue
-                if record_types is None or record.record_type in record_types:
-                    out.append(record)
-            return out
-        for line, offset, record in self._matches(target):
-            if record is None:
-                record = self._parse_at(line, offset)
-                if record is None:
-                    continue
-            if record_types is None or record.record_type in record_types:
-                out.append(record)
-        return out
+        return list(self._records(self._key_target(key), record_types))
 
     def newest(self, key: str, *, record_types: Collection[str] | None = None) -> CDXJRecord | None:
         """The latest capture of ``key`` (``None`` if there is none): the lines are read from
         the newest back, and only as far as the first valid one of the wanted types is parsed
         (an older malformed line is reported by the lookups that read it)."""
-        for line, offset, record in reversed(self._matches(self._key_target(key))):
-            if record is None:
-                record = self._parse_at(line, offset)
-                if record is None:
-                    continue
-            if record_types is None or record.record_type in record_types:
+        target = self._key_target(key)
+        jlines, jrecords = self._journal_span(target)
+        if jlines:
+            found = list(self._merged(target, jlines, jrecords))
+        else:
+            found = [(line, offset, None) for offset, line in self._file.lines(target)]
+        for item in reversed(found):
+            record = self._wanted(*item, record_types)
+            if record is not None:
                 return record
         return None
 

@@ -311,6 +311,8 @@ def _no_constants(name: str) -> Any:
 # a line costs a match instead of a JSON parse, a validation and a JSON dump (a lookup is mostly
 # parsing). Whatever the expression does not recognise (escapes, extra keys, other orders or
 # spacing, any doubt) goes the full way, which alone decides errors and their messages.
+# The match is kept in the record and the ``fields`` dict built from it on first use: every check
+# is made at once, but a lookup returns all of a key's captures and most callers read one.
 
 _S = r'[^"\\\x00-\x1f]'  # a string character that JSON (ensure_ascii=False) writes as itself
 _INT = r"(?:0|[1-9][0-9]{0,17})"
