@@ -6,8 +6,12 @@ from __future__ import annotations
 import gzip
 import threading
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from wwwproxy.archive.search import SearchIndex
 from wwwproxy.archive.search import index as index_module
+from wwwproxy.archive.search import text as text_module
 from wwwproxy.archive.store import RecordedPayload, Store
 from wwwproxy.url import URL, canonicalize
 
@@ -194,4 +198,74 @@ def test_a_payload_not_at_hand_is_read_back(tmp_path):
     rec.finish(200, "OK", HTML)
     assert index.search("sorrel").total == 1 and index.search("spoilt").total == 0
     assert index._given_bytes == 0
+    index.close()
+
+
+def _rank_text_reference(text: str) -> str:
+    """rank_text as it was first written (most_common over every term): the ranking terms
+    are part of each page's digest in the index, so they must never change."""
+    import unicodedata
+    from collections import Counter
+
+    sample = unicodedata.normalize("NFC", text[: text_module.RANK_CHARS].lower())
+    pattern = (
+        text_module._TERM_PRIVATE if text_module._PRIVATE.search(sample) else text_module._TERM
+    )
+    top = Counter(pattern.findall(sample)).most_common(text_module.RANK_TERMS)
+    repeat = text_module.RANK_REPEAT
+    return "".join((term + " ") * min(n, repeat) for term, n in top if n >= 2).rstrip()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(["a", "b", "cé", "d1", "E", "f_g", "\ue000x", "Ω", "z"]), max_size=400)
+)
+def test_rank_text_gives_the_terms_it_always_gave(words):
+    text = " ".join(words)
+    assert text_module.rank_text(text) == _rank_text_reference(text)
+
+
+def test_rank_text_keeps_the_first_seen_of_equal_counts_past_the_limit():
+    words = [f"w{i}" for i in range(text_module.RANK_TERMS + 30)]
+    text = " ".join(words * 2 + ["late"] * 5)
+    ranked = text_module.rank_text(text)
+    assert ranked == _rank_text_reference(text)
+    # 64 terms: "late" (most often), then the first 63 seen of those seen twice
+    assert ranked.startswith("late late late w0 w0 w1 w1") and ranked.endswith("w62 w62")
+    assert len(set(ranked.split())) == text_module.RANK_TERMS
+
+
+def test_a_page_failing_in_a_batch_leaves_nothing_and_the_others_are_indexed(tmp_path, caplog):
+    """A batch has no savepoint per page: when one page fails midway (here the database
+    refuses its row after its text went in), the batch is rolled back and its pages indexed
+    again one by one: the others are kept, the failing one leaves no trace, and is logged."""
+    store = Store(tmp_path / "cache")
+    index = SearchIndex(store.root)
+    index.attach(store)
+    with index._lock, index._conn:
+        index._conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON pages WHEN NEW.key = 'http://f.example/bad' "
+            "BEGIN SELECT RAISE(ABORT, 'refused for the test'); END"
+        )
+    busy, go = threading.Event(), threading.Event()
+
+    def slow_job():
+        busy.set()
+        go.wait(60)
+
+    index._enqueue(slow_job)  # the pages wait together: one batch
+    assert busy.wait(60)
+    for name in ("one", "bad", "two"):
+        put(store, f"http://f.example/{name}", f"<title>{name}</title>rowan".encode(), HTML)
+    assert index._pending.qsize() == 3
+    go.set()
+    assert index.flush(60)
+    assert sorted(h.url for h in index.search("rowan").hits) == [
+        "http://f.example/one",
+        "http://f.example/two",
+    ]
+    assert index.count() == (2, 2)
+    assert index.garbage() == (0, 2)  # the refused page's text was taken back with it
+    assert index._meta("next_doc") == 3  # documents 1 and 2: the refused one took none
+    assert any("http://f.example/bad not indexed" in r.getMessage() for r in caplog.records)
     index.close()

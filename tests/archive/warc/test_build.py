@@ -290,6 +290,30 @@ def test_sanitize_headers():
 def test_builder_rejects_bad_input(tmp_path, change, message):
     with pytest.raises(ValueError, match=message):
         write(tmp_path / "bad.warc.gz", **change)
+    assert not (tmp_path / "bad.warc.gz").exists()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [],
+        [("Content-Type", "text/html")],
+        [("X-Blank", ""), ("X-Spaced", " \t padded\t "), ("X-Inner", "a  b\tc")],
+        [(b"X-Raw", b"\xff\xfe "), ("X-Text", "h\u00e9"), ("x-lower", "v:w: x")],
+        [("Set-Cookie", "a=1"), ("Set-Cookie", "b=2"), ("X-Transfer-Encoding-Not", "1")],
+    ],
+)
+def test_the_recorded_fields_are_what_a_reader_parses_from_the_head(tmp_path, headers):
+    """The fields a record built here carries (the index and the search read them) are those
+    the reader parses back from its head in the file."""
+    path = tmp_path / "fields.warc.gz"
+    records, _ = write(path, resp_headers=headers, req_headers=headers)
+    stored, problems = file_records(path)
+    assert problems == []
+    for built, read in zip(records, stored, strict=True):
+        assert built.info.http_head == read.http_head
+        assert built.info.http_headers == read.http_headers
+    assert len(stored[1].http_headers) == len(headers)
 
 
 def test_body_must_be_binary_and_seekable(tmp_path):

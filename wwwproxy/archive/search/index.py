@@ -318,12 +318,7 @@ class SearchIndex:
         given = sum(len(c.given.payload) for c in captures if c.given is not None)
         try:
             if captures:
-                with self._batch():
-                    for capture in captures:
-                        try:
-                            self.index_capture(capture.store, capture.line, capture.given)
-                        except Exception:  # noqa: BLE001
-                            log.exception("search index: %s not indexed", capture.line.uri)
+                self._index_batch(captures)
         except sqlite3.Error as exc:
             if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
                 # a full disk: recording says so (one line a burst); this index is derived
@@ -344,6 +339,30 @@ class SearchIndex:
                     job()
                 except Exception:  # noqa: BLE001
                     log.exception("search index: %s failed", job)
+
+    def _index_batch(self, captures: list[_Capture]) -> None:
+        """The pages in one transaction; if one fails, the batch is rolled back and each page
+        indexed in a transaction of its own (the failing one logged, the others kept).  A full
+        disk ends it (the caller says so once)."""
+        try:
+            with self._batch():
+                for capture in captures:
+                    self.index_capture(capture.store, capture.line, capture.given)
+            return
+        except sqlite3.Error as exc:
+            if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                raise
+        except Exception:  # noqa: BLE001 (found again below, page by page)
+            pass
+        for capture in captures:
+            try:
+                self.index_capture(capture.store, capture.line, capture.given)
+            except sqlite3.Error as exc:
+                if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                    raise
+                log.exception("search index: %s not indexed", capture.line.uri)
+            except Exception:  # noqa: BLE001
+                log.exception("search index: %s not indexed", capture.line.uri)
 
     def _merge_if_due(self) -> bool:
         """Merge each full-text table into one b-tree when enough pages came since the last
@@ -384,39 +403,45 @@ class SearchIndex:
     @contextmanager
     def _batch(self) -> Iterator[None]:
         """Pages written inside are committed together at the end: a commit per page makes
-        FTS5 write, and later merge, a segment per page (twice the work)."""
+        FTS5 write, and later merge, a segment per page (twice the work).  All or none: an
+        exception that leaves it rolls the whole batch back (a page has no savepoint of its
+        own: FTS5 writes its pending terms out at each, a fifth of the indexing time), and
+        :meth:`_index_batch` indexes its pages again one by one."""
         with self._write_lock:
             self._batching += 1
             try:
                 yield
-            finally:
+            except BaseException:
                 self._batching -= 1
                 if not self._batching:
                     with self._lock:
-                        try:
-                            self._conn.commit()
-                        except sqlite3.Error:
-                            self._conn.rollback()
-                            raise
+                        self._conn.rollback()
+                raise
+            self._batching -= 1
+            if not self._batching:
+                with self._lock:
+                    try:
+                        self._conn.commit()
+                    except sqlite3.Error:
+                        self._conn.rollback()
+                        raise
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
-        """One page's writes, all or none; committed at once unless in a batch."""
+        """One page's writes: in a batch, part of it (all or none, see :meth:`_batch`), else
+        a transaction of their own."""
         with self._lock:
             if not self._conn.in_transaction:
                 self._conn.execute("BEGIN")
-            self._conn.execute("SAVEPOINT page")
+            if self._batching:
+                yield
+                return
             try:
                 yield
             except BaseException:
-                self._conn.execute("ROLLBACK TO page")
-                self._conn.execute("RELEASE page")
-                if not self._batching:
-                    self._conn.rollback()
+                self._conn.rollback()
                 raise
-            self._conn.execute("RELEASE page")
-            if not self._batching:
-                self._conn.commit()
+            self._conn.commit()
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until pages recorded so far are indexed, and the index merged if that was due
@@ -462,6 +487,20 @@ class SearchIndex:
 
     def _set_meta(self, name: str, value: int) -> None:
         self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
+
+    def _metas(self, *names: str) -> dict[str, int]:
+        """Several counters in one statement (a page's indexing reads three)."""
+        marks = ", ".join("?" * len(names))
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT name, value FROM meta WHERE name IN ({marks})", names
+            ).fetchall()
+        return {name: 0 for name in names} | dict(rows)
+
+    def _set_metas(self, values: dict[str, int]) -> None:
+        """Several counters in one statement."""
+        for name, value in values.items():
+            self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -513,18 +552,19 @@ class SearchIndex:
         with self._writing():
             doc = old_doc
             if not unchanged:
-                docs = self._meta("docs")
+                meta = self._metas("docs", "next_doc", "unmerged")
+                docs = meta["docs"]
                 if old_doc is not None and old is not None:
                     write_fts(self._conn, "delete", old_doc, old)
                     docs -= 1
                 doc = None
+                changed = {}
                 if new is not None:
-                    doc = self._meta("next_doc")
-                    self._set_meta("next_doc", doc + 1)
+                    doc = meta["next_doc"]
                     write_fts(self._conn, "", doc, new)
                     docs += 1
-                    self._set_meta("unmerged", self._meta("unmerged") + 1)
-                self._set_meta("docs", docs)
+                    changed = {"next_doc": doc + 1, "unmerged": meta["unmerged"] + 1}
+                self._set_metas({**changed, "docs": docs})
             self._conn.execute(
                 "INSERT INTO pages(key, url, file, pos, mime, status, fetched, title, doc, digest) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
@@ -566,7 +606,7 @@ class SearchIndex:
 
     def _touch(self, key: str, fetched: str, status: int | None) -> bool:
         """A revisit: the payload (so the text) is unchanged; only the time moves on."""
-        with self._lock, self._conn:
+        with self._writing():
             cur = self._conn.execute(
                 "UPDATE pages SET fetched = ?, status = ? WHERE key = ?", (fetched, status, key)
             )

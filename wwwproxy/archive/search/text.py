@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import html
+import operator
 import re
 import sqlite3
 import threading
@@ -462,6 +463,7 @@ def _snippet_around(
 _TERM = re.compile(r"[^\W_]+")
 _TERM_PRIVATE = re.compile(r"(?:[^\W_]|[\ue000-\uf8ff])+")
 _PRIVATE = re.compile(r"[\ue000-\uf8ff]")
+_COUNT = operator.itemgetter(1)
 
 
 def rank_text(text: str) -> str:
@@ -471,5 +473,8 @@ def rank_text(text: str) -> str:
     positions for the whole text would take.  The same text always gives the same terms."""
     sample = unicodedata.normalize("NFC", text[:RANK_CHARS].lower())
     pattern = _TERM_PRIVATE if _PRIVATE.search(sample) else _TERM
-    top = Counter(pattern.findall(sample)).most_common(RANK_TERMS)
-    return "".join((term + " ") * min(n, RANK_REPEAT) for term, n in top if n >= 2).rstrip()
+    # most_common(RANK_TERMS) of the terms that occur twice (most occur once: not sorted)
+    counts = Counter(pattern.findall(sample))
+    repeated = [(term, n) for term, n in counts.items() if n >= 2]
+    top = sorted(repeated, key=_COUNT, reverse=True)[:RANK_TERMS]
+    return "".join((term + " ") * min(n, RANK_REPEAT) for term, n in top).rstrip()

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 from urllib.parse import urlsplit
 
 from .record import (
@@ -41,8 +41,8 @@ from .record import (
     RecordInfo,
     WARCWriteError,
     _as_bytes,
+    _as_text,
     _format_digest,
-    _parse_http_fields,
     _same_digest,
     format_warc_date,
 )
@@ -93,21 +93,40 @@ def sanitize_headers(headers: Iterable[Header], *, content_decoded: bool = False
     return out
 
 
-def _header_block(start_line: bytes, headers: Iterable[Header], what: str) -> bytes:
-    lines = [start_line]
-    for name, value in headers:
-        bname, bvalue = _as_bytes(name), _as_bytes(value)
-        if not _TOKEN.fullmatch(bname):
-            raise ValueError(f"{what}: invalid header name {bname!r}")
-        if _BAD_VALUE.search(bvalue):
-            raise ValueError(f"{what}: header {bname!r} has a control character (CR/LF?) in it")
-        if bname.lower() == b"transfer-encoding":
-            raise ValueError(
-                f"{what}: a Transfer-Encoding header cannot be stored with a decoded body; "
-                "pass the headers through sanitize_headers() first"
-            )
-        lines.append(bname + b": " + bvalue)
-    return b"\r\n".join(lines) + b"\r\n\r\n"
+class _Head(NamedTuple):
+    """An HTTP head as written, and its fields as a reader parses them back."""
+
+    block: bytes
+    fields: tuple[tuple[str, str], ...]
+
+
+def _header_block(start_line: bytes, headers: Iterable[Header], what: str) -> _Head:
+    """The head: the start line, ``Name: value`` lines as given, a blank line.  Its fields are
+    what :func:`~.record._parse_http_fields` reads back from it (values without surrounding
+    blanks), made here from the checked names and values instead of parsing it again."""
+    names = [_as_bytes(name) for name, _ in headers]
+    values = [_as_bytes(value) for _, value in headers]
+    if (
+        not all(map(_TOKEN.fullmatch, names))
+        or _BAD_VALUE.search(b"\t".join(values))
+        or b"transfer-encoding" in {name.lower() for name in names}
+    ):
+        for bname, bvalue in zip(names, values, strict=True):
+            if not _TOKEN.fullmatch(bname):
+                raise ValueError(f"{what}: invalid header name {bname!r}")
+            if _BAD_VALUE.search(bvalue):
+                raise ValueError(f"{what}: header {bname!r} has a control character (CR/LF?) in it")
+            if bname.lower() == b"transfer-encoding":
+                raise ValueError(
+                    f"{what}: a Transfer-Encoding header cannot be stored with a decoded body; "
+                    "pass the headers through sanitize_headers() first"
+                )
+    lines = b"".join([b"%s: %s\r\n" % pair for pair in zip(names, values, strict=True)])
+    fields = tuple(
+        (_as_text(name), _as_text(value.strip(b" \t")))
+        for name, value in zip(names, values, strict=True)
+    )
+    return _Head(start_line + b"\r\n" + lines + b"\r\n", fields)
 
 
 @dataclass(frozen=True)
@@ -246,7 +265,7 @@ def _new_record_id() -> str:
     return f"<urn:uuid:{uuid.uuid4()}>"
 
 
-def _make_info(headers: list[tuple[str, str]], http_head: bytes, payload_length: int) -> RecordInfo:
+def _make_info(headers: list[tuple[str, str]], http_head: _Head, payload_length: int) -> RecordInfo:
     fields = dict((n.lower(), v) for n, v in headers)
     return RecordInfo(
         rec_type=fields["warc-type"],
@@ -256,15 +275,15 @@ def _make_info(headers: list[tuple[str, str]], http_head: bytes, payload_length:
         archive_key=fields.get(ARCHIVE_KEY_HEADER.lower()),
         warc_headers=tuple(headers),
         content_length=int(fields["content-length"]),
-        http_head=http_head,
-        http_headers=_parse_http_fields(http_head) if http_head else (),
+        http_head=http_head.block,
+        http_headers=http_head.fields,
         payload_length=payload_length,
     )
 
 
 def _make_pending(
     headers: list[tuple[str, str]],
-    http_head: bytes,
+    http_head: _Head,
     body: _CheckedBody | None,
     body_length: int,
 ) -> PendingRecord:
@@ -321,9 +340,11 @@ def build_exchange(
         raise ValueError(f"response: reason phrase has a control character: {reason!r}")
 
     req_line = f"{request.method} {target} {request.version}".encode()
-    req_head = _header_block(req_line, request.headers, "request")
+    req_http = _header_block(req_line, request.headers, "request")
+    req_head = req_http.block
     status_line = f"{response.version} {response.status} ".encode("ascii") + reason
-    resp_head = _header_block(status_line, response.headers, "response")
+    resp_http = _header_block(status_line, response.headers, "response")
+    resp_head = resp_http.block
 
     req_stream = _body_stream(request.body, "request")
     resp_stream = _body_stream(response.body, "response")
@@ -350,7 +371,7 @@ def build_exchange(
     records = [
         _make_pending(
             req_headers,
-            req_head,
+            req_http,
             _CheckedBody(req_stream, r_start, r_len, r_raw),
             r_len,
         )
@@ -374,7 +395,7 @@ def build_exchange(
             ("WARC-Block-Digest", _format_digest(hashlib.sha1(resp_head))),
             ("Content-Length", str(len(resp_head))),
         ]
-        records.append(_make_pending(resp_headers, resp_head, None, 0))
+        records.append(_make_pending(resp_headers, resp_http, None, 0))
     else:
         resp_headers = [
             ("WARC-Type", "response"),
@@ -390,7 +411,7 @@ def build_exchange(
         records.append(
             _make_pending(
                 resp_headers,
-                resp_head,
+                resp_http,
                 _CheckedBody(resp_stream, p_start, p_len, p_raw),
                 p_len,
             )
