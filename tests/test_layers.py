@@ -20,6 +20,7 @@ LAYERS = {
     "http": 0,
     "config": 0,
     "fsutil": 0,
+    "allocator": 0,
     "archive": 1,
     "urldb": 1,
     "recording": 2,

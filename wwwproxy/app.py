@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from .allocator import give_back, limit_arenas
 from .archive.purge import Limits, purge_loop
 from .archive.search import SearchIndex
 from .archive.store import Store
@@ -278,7 +279,8 @@ async def compact_loop(
 ) -> None:
     """Merge the index journal into the sorted index in the background, so lookups stay
     binary searches instead of re-reading an ever-growing journal; and let go of the host
-    listings the index pages kept that nobody looked at lately."""
+    listings the index pages kept that nobody looked at lately, and give the memory freed
+    back to the system (:mod:`wwwproxy.allocator`)."""
     while True:
         await asyncio.sleep(every)
         try:
@@ -288,6 +290,7 @@ async def compact_loop(
         except Exception:  # noqa: BLE001 (never fatal: the journal keeps serving lookups)
             log.exception("index compaction failed; will retry")
         await asyncio.to_thread(release_idle, store)
+        await asyncio.to_thread(give_back)  # what glibc holds free goes back to the system
 
 
 async def serve(
@@ -303,6 +306,7 @@ async def serve(
     def load() -> Config:
         return dataclasses.replace(load_config(config_path), **overrides)
 
+    limit_arenas()  # before the worker threads allocate: memory stays flat for months
     config = load()
     config.cache.mkdir(parents=True, exist_ok=True)
     raise_open_files_limit()

@@ -1,0 +1,89 @@
+"""glibc's allocator tuning: threads share two arenas, and freed memory goes back to the
+system.  Each case runs in a child process (the tuning is for the whole process)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    platform.libc_ver()[0] != "glibc", reason="the tuning is glibc's (elsewhere a no-op)"
+)
+
+#: eight threads allocate at once (each would get an arena of its own); then the heaps glibc
+#: made for thread arenas are counted: each is mapped at a multiple of 64 MiB
+THREADS = textwrap.dedent(
+    """
+    import sys, threading
+    from wwwproxy.allocator import limit_arenas
+    if sys.argv[1] == "limit":
+        assert limit_arenas()
+    barrier = threading.Barrier(8)
+    kept = []
+    def work():
+        barrier.wait()
+        kept.append([bytes(20_000 + i) for i in range(50)])
+        barrier.wait()
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    heaps = 0
+    for line in open("/proc/self/maps"):
+        fields = line.split()
+        if len(fields) == 5 and int(fields[0].split("-")[0], 16) % (64 << 20) == 0:
+            heaps += 1
+    print(heaps)
+    """
+)
+
+
+def run(code: str, *args: str, env: dict[str, str] | None = None) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+def test_threads_share_two_arenas():
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    unlimited = int(run(THREADS, "free", env=env))
+    limited = int(run(THREADS, "limit", env=env))
+    assert limited <= 1 < unlimited  # the main arena is the brk heap: one thread heap at most
+
+
+def test_the_environment_decides_when_it_says():
+    env = {**os.environ, "MALLOC_ARENA_MAX": "4"}
+    code = "from wwwproxy.allocator import limit_arenas; print(limit_arenas())"
+    assert run(code, env=env) == "False"
+
+
+def test_freed_memory_goes_back():
+    code = textwrap.dedent(
+        """
+        from wwwproxy.allocator import give_back
+        def rss():
+            for line in open("/proc/self/status"):
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        blocks = [bytes(3000 + i % 100) for i in range(40_000)]  # ~120 MB in the heap
+        keep = blocks[-1]
+        del blocks
+        before = rss()
+        returned = give_back()
+        print(returned, before - rss())
+        """
+    )
+    returned, freed_kb = run(code).split()
+    assert returned == "True" and int(freed_kb) > 50_000
