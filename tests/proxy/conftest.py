@@ -210,6 +210,21 @@ async def _trickle(o: Origin, r: web.Request, body: bytes) -> web.StreamResponse
     return resp
 
 
+async def _late_body(o: Origin, r: web.Request, body: bytes) -> web.StreamResponse:
+    """The head at once, the body (with a Content-Length) only once ``trickle`` is set."""
+    resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
+    resp.content_length = len(TRICKLE[1])
+    await resp.prepare(r)
+    try:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(o.trickle.wait(), 5)
+        await resp.write(TRICKLE[1])
+        await resp.write_eof()
+    except ConnectionError:  # the proxy hung up (tests that expect it)
+        pass
+    return resp
+
+
 async def _cdn(o: Origin, r: web.Request, body: bytes) -> web.StreamResponse:
     """As sites behind a CDN answer: with the CDN's own cache status."""
     return web.Response(
@@ -332,6 +347,7 @@ _ROUTES: dict[str, Callable[[Origin, web.Request, bytes], Awaitable[web.StreamRe
     "/cdn": _cdn,
     "/trickle": _trickle,
     "/trickle-length": _trickle,
+    "/late-body": _late_body,
     "/echo": _echo,
     "/etag": _etag,
     "/missing": _missing,

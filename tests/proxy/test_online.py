@@ -584,6 +584,25 @@ async def test_body_parts_reach_the_browser_as_they_arrive(proxy, origin, path):
         writer.close()
 
 
+async def test_the_head_goes_ahead_of_a_body_that_has_not_begun(proxy, origin):
+    """The head of an answer whose body is not there yet reaches the browser at once (a
+    head sent together with the body's first part is only for a body already at hand)."""
+    url = origin.url("/late-body")
+    reader, writer = await proxy.connect_raw()
+    try:
+        writer.write(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 200") and b"X-Cache: MISS" in head
+        origin.trickle.set()  # only now does the origin send the body
+        body = await asyncio.wait_for(reader.readexactly(len(origin.TRICKLE[1])), 5)
+        assert body == origin.TRICKLE[1]
+        records = await proxy.recorded(url)
+        assert records[1].payload == origin.TRICKLE[1]
+    finally:
+        writer.close()
+
+
 async def test_long_responses_do_not_block_other_requests_to_the_host(proxy, origin):
     """Downloads, server-sent events and long polls from several tabs (or downloads finishing
     after their browser left) must not hold up every other request to that host."""

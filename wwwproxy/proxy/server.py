@@ -567,7 +567,13 @@ class BrowserSink:
         self._swallow = False
 
     async def start(
-        self, status: int, reason: str, headers: Headers, version: tuple[int, int]
+        self,
+        status: int,
+        reason: str,
+        headers: Headers,
+        version: tuple[int, int],
+        *,
+        body_ready: bool = False,
     ) -> bool:
         request = self.request
         out = add_via(end_to_end(headers), version, PSEUDONYM)
@@ -576,6 +582,10 @@ class BrowserSink:
             status, reason, self._swallow = 304, "Not Modified", True
             out = not_modified_headers(out) + [(n, v) for n, v in out if n in ("X-Cache", "Via")]
         response = _Forwarded(status=status, reason=reason)
+        if body_ready:
+            # the head goes out with the first part of the body (or with its end): one write
+            # to the browser fewer (aiohttp's switch; without it, the head goes at once)
+            response._send_headers_immediately = False  # noqa: SLF001
         for name, value in sendable_headers(out):
             response.headers.add(name, value)
         has_length = get_header(headers, "Content-Length") is not None

@@ -160,9 +160,17 @@ class Sink(Protocol):
     """Where a relayed answer goes while it is recorded (the browser's connection)."""
 
     async def start(
-        self, status: int, reason: str, headers: Headers, version: tuple[int, int]
+        self,
+        status: int,
+        reason: str,
+        headers: Headers,
+        version: tuple[int, int],
+        *,
+        body_ready: bool = False,
     ) -> bool:
-        """Send the status line and headers; False if the browser has gone."""
+        """Send the status line and headers; False if the browser has gone.  With
+        ``body_ready`` (the body, or its first part, is here already: it is written next)
+        they may go with that first write instead of one of their own."""
         ...
 
     async def write(self, chunk: bytes) -> bool:
@@ -377,8 +385,13 @@ class Engine:
         recorder = self._recorder(exchange, record_headers)
         client_ok = sink is not None
         if sink is not None:
+            content = upstream.content
             client_ok = await sink.start(
-                upstream.status, upstream.reason or "", raw_headers, version
+                upstream.status,
+                upstream.reason or "",
+                raw_headers,
+                version,
+                body_ready=content.total_bytes > 0 or content.is_eof(),
             )
         # Every part goes to the browser as it arrives (a page that renders progressively,
         # server-sent events), but what completes the body in the browser's eyes is held back
