@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .store import CachedEntry
+    from .served import CachedEntry
 
 __all__ = ["FileStamp", "MemoryCache", "stamp"]
 

@@ -11,47 +11,46 @@ as the CDXJ spec's Appendix C asks (``8XdxEfXQ8cgf+gTedREo+g.warc.gz``).  NAME i
 the hash of the whole archive key, host included.  It resolves back to its file with the line's
 ``uri`` (the key), whose scheme and host name the folders; the hash is checked against the key,
 so a line can never point the store at a file that is not that key's.
+
+The store's parts live beside it, and are imported from here as before: :mod:`.served` (the
+entry a lookup returns, :class:`CachedEntry`, and :func:`served_record`), :mod:`.recorder`
+(:class:`Recorder`, a body streamed in, and the gzip level an exchange gets), :mod:`.changes`
+(the listeners, :class:`RecordedPayload`, :class:`Deleted` and :class:`Moved`),
+:mod:`.index_lines` (the line a record gets; the index rebuilt and checked from the files) and
+:mod:`.errors` (:class:`StoreError`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
-import io
 import logging
 import os
 import re
-import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
 
 from ..fsutil import GroupSync
-from ..http.policy import Stored, is_good, is_servable, vary_matches, vary_names
+from ..http.policy import is_good, is_servable, vary_matches
 from ..url import URL, InvalidURL, cache_name, canonicalize, surt, url_hash
-from .cdxj import CDXJError, CDXJRecord, Index, make_ref, parse_ref
+from .cdxj import CDXJRecord, Index, parse_ref
+from .changes import Deleted, Moved, PayloadListener, RecordedPayload, StoreListener
+from .errors import StoreError
+from .index_lines import INDEXED_TYPES, check_index, index_line, rebuild_index, scan
 from .memory import OVERHEAD, MemoryCache, stamp
+from .recorder import Recorder, compress_level_for
+from .served import CachedEntry, served_record
 from .warc import (
-    COMPRESS_LEVEL,
-    CachedResponse,
     HTTPRequest,
     HTTPResponse,
-    PendingRecord,
-    RecordInfo,
     StoredRecord,
     WARCFormatError,
     append_exchange,
     build_exchange,
     newest_response,
     read_record_at,
-    read_records,
-    repair_file,
-    sanitize_headers,
-    sha1_base32,
 )
 
 __all__ = [
@@ -74,111 +73,7 @@ log = logging.getLogger(__name__)
 _NON_GET = "__wb_method="
 
 WARC_SUFFIX = ".warc.gz"
-_SPOOL_MEMORY = 1024 * 1024  # response bodies above this spool to a file in <root>/tmp
 _SEGMENT = re.compile(r"[A-Za-z0-9+.\-_:\[\]]+")
-_INDEXED_TYPES = ("response", "revisit")
-_HEADER_VALUE_LIMIT = 1024
-
-
-_COMPRESSED_TYPES = (
-    "image/",
-    "video/",
-    "audio/",
-    "font/woff",
-    "application/zip",
-    "application/gzip",
-    "application/x-gzip",
-    "application/x-xz",
-    "application/x-bzip2",
-    "application/zstd",
-    "application/x-7z-compressed",
-)
-
-
-def _compress_level(response: HTTPResponse) -> int:
-    """gzip level for the exchange's members: 0 (stored) when the payload is compressed
-    already, where deflating again costs seconds per 100 MB and saves nothing."""
-    encoding = mime = ""
-    for name, value in response.headers:
-        lname = (name.decode("latin-1") if isinstance(name, bytes) else name).lower()
-        text = value.decode("latin-1") if isinstance(value, bytes) else value
-        if lname == "content-encoding":
-            encoding = text.strip().lower()
-        elif lname == "content-type":
-            mime = text.strip().lower()
-    if encoding not in ("", "identity") or mime.startswith(_COMPRESSED_TYPES):
-        return 0
-    return COMPRESS_LEVEL
-
-
-class StoreError(Exception):
-    """A store operation that cannot be done; the message says what and where."""
-
-
-class StoreListener(Protocol):
-    """Follows what a :class:`Store` records and removes: how derived indexes (full-text
-    search) stay up to date.  Called in the thread that changed the store, after the change
-    is on disk; an exception is logged and goes no further (the change is done)."""
-
-    def on_put(self, url: URL, key: str, lines: list[CDXJRecord]) -> None:
-        """One exchange was recorded for archive key ``key``: its index lines."""
-
-    def on_delete(self, keys: list[str], files: list[str]) -> None:
-        """Captures were removed: ``files``, the ``warcfile:`` names of the cache files that
-        went (every capture of their key); ``keys``, the archive keys whose index lines went
-        with them.  A file the index did not know is named in ``files`` only."""
-
-
-class PayloadListener(StoreListener, Protocol):
-    """A :class:`StoreListener` that also wants the payload a put recorded (the search index:
-    reading each page back from its file cost as much as indexing it).  The store calls
-    :meth:`on_put_payload` instead of ``on_put`` on a listener that has it."""
-
-    def on_put_payload(
-        self, url: URL, key: str, lines: list[CDXJRecord], payload: RecordedPayload | None
-    ) -> None:
-        """As ``on_put``; ``payload`` is the response's (None for a revisit)."""
-
-
-class RecordedPayload:
-    """The payload of a response just recorded, as :class:`PayloadListener` gets it: readable
-    only while ``on_put_payload`` runs (the recorder's spool closes after it)."""
-
-    def __init__(self, record: PendingRecord) -> None:
-        self._record = record
-        #: the HTTP headers as recorded (what a reader of the record gets)
-        self.http_headers = record.info.http_headers
-        self.length = record.info.payload_length
-
-    def read(self) -> bytes:
-        """The whole payload as recorded (still Content-Encoded), checked against its digest
-        (WARCWriteError if the spool changed)."""
-        data = self._record.read_payload()
-        return data if data is not None else b""
-
-
-@dataclass(frozen=True)
-class Moved:
-    """A cache file a purge rewrote: its index lines now (``lines``, in the journal) and the
-    ``(offset, record id)`` places of its lines before that are no longer true (``stale``)."""
-
-    name: str  # warcfile name
-    key: str
-    lines: tuple[CDXJRecord, ...]
-    stale: frozenset[tuple[int, str]]
-
-
-@dataclass(frozen=True)
-class Deleted:
-    """What a delete or purge removed."""
-
-    files: tuple[str, ...] = ()  # warcfile names of the cache files removed
-    keys: tuple[str, ...] = ()  # archive keys whose index lines were removed
-
-    @property
-    def pages(self) -> int:
-        """Cache files removed: one per archive key (a page, an image ...)."""
-        return len(self.files)
 
 
 def _servable(record: StoredRecord) -> bool:
@@ -192,187 +87,7 @@ def _good(record: StoredRecord) -> bool:
     return is_good(record.status or 200)
 
 
-def _line_status(record: CDXJRecord) -> int:
-    status = record.fields.get("hsc")
-    return status if isinstance(status, int) and not isinstance(status, bool) else 200
-
-
-def served_record(records: Iterable[CDXJRecord], *, prefer_good: bool = True) -> CDXJRecord | None:
-    """Of one key's index lines, the capture :meth:`Store.get` serves: the newest 2xx/3xx one
-    with ``prefer_good`` (keep-the-good-copy), else (or when there is none) the newest of any
-    status, never a 304 or 206 (recorded for a browser's own conditional or range request, not
-    the resource).  None when no capture can be served.  What the index and history pages show
-    as a page's status."""
-    lines = sorted(records, key=lambda r: r.timestamp)
-    tests = (is_good, is_servable) if prefer_good else (is_servable,)
-    for test in tests:
-        for record in reversed(lines):
-            if test(_line_status(record)):
-                return record
-    return None
-
-
-@dataclass(frozen=True)
-class CachedEntry:
-    """A stored response ready to replay: status line, headers and a body read from disk."""
-
-    key: str
-    target_uri: str
-    status: int
-    reason: str
-    headers: tuple[tuple[str, str], ...]
-    date: datetime
-    payload_length: int
-    record_id: str
-    request_method: str | None
-    _cached: CachedResponse
-    #: the payload itself when the entry comes from (or goes into) the memory cache
-    body: bytes | None = None
-    #: what callers derive from the entry and keep with it (a rendered answer head): it
-    #: lives and dies with the entry, and a changed copy is a new entry with an empty memo
-    memo: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def has_validators(self) -> bool:
-        names = {n.lower() for n, _ in self.headers}
-        return "etag" in names or "last-modified" in names
-
-    @functools.cached_property
-    def vary(self) -> tuple[str, ...]:
-        """The request headers its ``Vary`` names (kept: a memory entry is matched per hit)."""
-        return vary_names(self.headers)
-
-    @functools.cached_property
-    def stored(self) -> Stored:
-        """What the cache policy judges (made once: a memory entry is judged on every hit)."""
-        return Stored(self.date, self.status, self.headers)
-
-    def open_body(self) -> BinaryIO:
-        """The payload as stored (still Content-Encoded as the origin sent it)."""
-        if self.body is not None:
-            return io.BytesIO(self.body)
-        return self._cached.open_body()
-
-    @property
-    def request_headers(self) -> tuple[tuple[str, str], ...]:
-        """The recorded request's headers (for ``Vary``), empty if it was not recorded."""
-        request = self._cached.request
-        return tuple(request.http_headers) if request is not None else ()
-
-    def request_body(self) -> bytes:
-        """The recorded request's body (to tell apart non-GET requests sharing a key)."""
-        request = self._cached.request
-        if request is None:
-            return b""
-        from .warc import open_payload
-
-        with open_payload(request) as f:
-            return f.read()
-
-    @classmethod
-    def from_cached(cls, key: str, cached: CachedResponse) -> CachedEntry:
-        response = cached.response
-        start = response.http_start_line or ""
-        parts = start.split(" ", 2)
-        reason = parts[2] if len(parts) == 3 else ""
-        request = cached.request
-        return cls(
-            key=key,
-            target_uri=response.target_uri or "",
-            status=response.status or 200,
-            reason=reason,
-            headers=tuple(response.http_headers),
-            date=cached.date,
-            payload_length=cached.payload_record.payload_length,
-            record_id=response.record_id,
-            request_method=request.method if request is not None else None,
-            _cached=cached,
-        )
-
-
 LOCATED_BYTES = 4096 * OVERHEAD  # entries kept without bodies (a few KB each)
-
-
-class Recorder:
-    """Collects one response body as it streams (spooled, never whole in memory) and writes
-    the exchange when the body is complete.  ``finish`` blocks: call it in a thread."""
-
-    def __init__(
-        self,
-        store: Store,
-        url: URL,
-        key: str,
-        *,
-        method: str,
-        request_headers: Sequence[tuple[str, str]],
-        request_body: bytes,
-        date: datetime | None = None,
-    ) -> None:
-        self.store = store
-        self.url = url
-        self.key = key
-        self.method = method
-        self.request_headers = list(request_headers)
-        self.request_body = request_body
-        self.date = date or datetime.now(UTC)
-        self._spool: BinaryIO | None = tempfile.SpooledTemporaryFile(  # noqa: SIM115
-            max_size=_SPOOL_MEMORY, dir=store.tmp_dir
-        )
-        self.size = 0
-        #: why the body could not be kept (a full disk while spooling): the exchange is then
-        #: not recorded, but the caller goes on relaying it
-        self.failed: OSError | None = None
-
-    def write(self, chunk: bytes) -> None:
-        """Keep a part of the body; a spool that cannot be written (disk full) is noted in
-        :attr:`failed`, never raised: the browser's answer must not depend on the archive."""
-        if self._spool is None:
-            raise StoreError("recorder already finished")
-        if self.failed is not None:
-            return
-        try:
-            self._spool.write(chunk)
-        except OSError as exc:
-            self.failed = exc
-            self._spool.close()  # frees what was spooled on disk at once
-            return
-        self.size += len(chunk)
-
-    def finish(
-        self,
-        status: int,
-        reason: str,
-        headers: Sequence[tuple[str, str]],
-        version: str = "HTTP/1.1",
-    ) -> list[CDXJRecord]:
-        if self._spool is None:
-            raise StoreError("recorder already finished")
-        spool, self._spool = self._spool, None
-        if self.failed is not None:
-            spool.close()
-            raise self.failed
-        try:
-            spool.seek(0)
-            return self.store.put(
-                self.url,
-                self.key,
-                HTTPRequest(
-                    self.method,
-                    self.request_headers,
-                    self.request_body,
-                    target=self.url.path_args,
-                ),
-                HTTPResponse(status, reason, sanitize_headers(headers), spool, version=version),
-                date=self.date,
-            )
-        finally:
-            spool.close()
-
-    def abort(self) -> None:
-        """Drop a body that did not complete: a torn response is never stored."""
-        if self._spool is not None:
-            self._spool.close()
-            self._spool = None
 
 
 def _make_private(root: Path) -> None:
@@ -485,13 +200,13 @@ class Store:
             previous=newest.previous() if newest is not None else None,
         )
         locations = append_exchange(
-            path, records, compress_level=_compress_level(response), sync=self.sync
+            path, records, compress_level=compress_level_for(response), sync=self.sync
         )
         name = self.warcfile_name(path)
         lines = [
             self._index_line(key, rec.info, name, loc.offset, loc.length)
             for rec, loc in zip(records, locations, strict=True)
-            if rec.info.rec_type in _INDEXED_TYPES
+            if rec.info.rec_type in INDEXED_TYPES
         ]
         self.index.add(lines, self.sync)
         response = records[-1]
@@ -507,30 +222,7 @@ class Store:
                 log.exception("store listener %r failed for %s", listener, key)
         return lines
 
-    @staticmethod
-    def _index_line(key: str, info: RecordInfo, name: str, offset: int, length: int) -> CDXJRecord:
-        mime = info.http_header("Content-Type")
-        optional: dict[str, object] = {
-            "sha": sha1_base32(info.payload_digest),
-            "hsc": info.status,
-            "mct": mime.split(";", 1)[0].strip()[:_HEADER_VALUE_LIMIT] if mime else None,
-            "rid": info.record_id,
-            "rle": length,
-        }
-        if info.rec_type == "response":
-            optional["ple"] = info.payload_length  # the page's size, for the host index
-        if info.rec_type == "revisit":
-            optional["rou"] = info.refers_to_target_uri
-            optional["rod"] = info.refers_to_date
-            optional["roi"] = info.refers_to
-        return CDXJRecord.build(
-            surt(key),
-            info.date,
-            info.rec_type,
-            uri=key,
-            ref=make_ref(name, offset),
-            **optional,
-        )
+    _index_line = staticmethod(index_line)
 
     #: the index line of a record at ``offset`` in the cache file ``name`` (a purge's rewrite)
     index_line = _index_line
@@ -649,10 +341,10 @@ class Store:
 
     def captures(self, key: str) -> list[CDXJRecord]:
         """Every indexed capture of an archive key, oldest first."""
-        return self.index.exact(surt(key), record_types=_INDEXED_TYPES)
+        return self.index.exact(surt(key), record_types=INDEXED_TYPES)
 
     def list_prefix(self, surt_prefix: str) -> Iterator[CDXJRecord]:
-        return self.index.prefix(surt_prefix, record_types=_INDEXED_TYPES)
+        return self.index.prefix(surt_prefix, record_types=INDEXED_TYPES)
 
     def list_host(self, proto: str, hostport: str) -> Iterator[Path]:
         """The cache files of one host: listing a directory, no index needed."""
@@ -814,91 +506,13 @@ class Store:
                 yield from sorted(p for p in host_dir.glob("*" + WARC_SUFFIX) if p.is_file())
 
     def scan(self, problems: list[str], repaired: list[str] | None = None) -> Iterator[CDXJRecord]:
-        """Index lines for every complete record in every cache file; with ``repaired``, torn
-        tails are cut off each file first (:func:`repair_file`) and said there."""
-        for path in self.warc_files():
-            if repaired is not None:
-                try:
-                    end = repair_file(path)
-                except OSError as exc:
-                    problems.append(f"{path}: cannot repair: {exc.strerror or exc}")
-                else:
-                    if end == 0:
-                        repaired.append(f"{path}: held only a torn record: removed")
-                        continue
-                    if end is not None:
-                        repaired.append(f"{path}: torn tail cut off at offset {end}")
-            name = self.warcfile_name(path)
-            found: list[WARCFormatError] = []
-            try:
-                for rec in read_records(path, found):
-                    if rec.rec_type not in _INDEXED_TYPES:
-                        continue
-                    key = rec.archive_key or rec.target_uri
-                    if not key:
-                        problems.append(f"{path}: at offset {rec.offset}: record has no key or URI")
-                        continue
-                    try:
-                        yield self._index_line(key, rec, name, rec.offset, rec.length)
-                    except (CDXJError, ValueError) as exc:
-                        problems.append(f"{path}: at offset {rec.offset}: {exc}")
-            except OSError as exc:  # unreadable (permissions) or gone: the other files still count
-                problems.append(f"{path}: cannot read: {exc.strerror or exc}")
-            problems.extend(str(p) for p in found)
+        """Index lines for every record in every cache file (:func:`.index_lines.scan`)."""
+        return scan(self, problems, repaired)
 
     def rebuild_index(self, repaired: list[str] | None = None) -> tuple[int, list[str]]:
-        """Rebuild the whole index from the WARC files, cutting torn tails off them first
-        (what was cut is added to ``repaired``); returns (lines, problems)."""
-        problems: list[str] = []
-        count = self.index.rebuild(self.scan(problems, repaired if repaired is not None else []))
-        return count, problems
+        """Rebuild the whole index from the WARC files (:func:`.index_lines.rebuild_index`)."""
+        return rebuild_index(self, repaired)
 
     def check_index(self) -> list[str]:
-        """Every index problem: malformed or unsorted lines, refs to missing files or to
-        offsets that hold no matching record, and cache records the index lacks."""
-        problems = self.index.check()
-        indexed: set[tuple[str, int]] = set()
-        for source, lineno, record in self._index_lines():
-            where = f"{source}:{lineno}"
-            ref = record.warcfile
-            if ref is None:
-                problems.append(f"{where}: ref {record.ref!r} is not a warcfile: reference")
-                continue
-            name, offset = ref
-            try:
-                path = self.resolve_warcfile(name, record.uri)
-                stored = read_record_at(path, offset)
-            except (StoreError, WARCFormatError, OSError) as exc:
-                problems.append(f"{where}: ref {record.ref}: {exc}")
-                continue
-            indexed.add((name, offset))
-            if stored.rec_type != record.record_type:
-                problems.append(
-                    f"{where}: ref {record.ref} is a {stored.rec_type} record, "
-                    f"the line says {record.record_type}"
-                )
-            if (stored.archive_key or stored.target_uri) != record.uri:
-                problems.append(
-                    f"{where}: ref {record.ref} holds another URL ({stored.target_uri})"
-                )
-        scan_problems: list[str] = []
-        for line in self.scan(scan_problems):
-            ref = line.warcfile
-            if ref is not None and ref not in indexed:
-                problems.append(f"{ref[0]}#{ref[1]}: record not in the index ({line.uri})")
-        return problems + scan_problems
-
-    def _index_lines(self) -> Iterator[tuple[str, int, CDXJRecord]]:
-        """Valid lines of the index and journals with their places (``check`` reports the
-        invalid ones)."""
-        for path in self.index.files():
-            try:
-                f = open(path, "rb")  # noqa: SIM115 (closed below)
-            except OSError:  # gone, or unreadable: Index.check reports the latter
-                continue
-            with f:
-                for lineno, raw in enumerate(f, 1):
-                    if raw.startswith(b"!") or not raw.endswith(b"\n"):
-                        continue
-                    with contextlib.suppress(CDXJError):
-                        yield str(path), lineno, CDXJRecord.parse_line(raw)
+        """Every index problem (:func:`.index_lines.check_index`)."""
+        return check_index(self)

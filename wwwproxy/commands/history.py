@@ -22,7 +22,7 @@ import aiohttp
 from aiohttp import web
 
 from ..archive.cdxj import CDXJError, CDXJRecord, normalize_timestamp
-from ..archive.store import CachedEntry, served_record
+from ..archive.served import CachedEntry, served_record
 from ..http.content import decode_content
 from ..url import URL, surt
 from .context import Context, PageError

@@ -1,0 +1,152 @@
+"""The store's CDXJ index lines: which records are indexed, the line a record gets, and the
+whole index rebuilt or checked against the cache files (``wwwproxy index rebuild|check``).
+Apart from :mod:`.store` because this upkeep reads every cache file and serves no request;
+the store calls it through :meth:`.Store.rebuild_index` and :meth:`.Store.check_index`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ..url import surt
+from .cdxj import CDXJError, CDXJRecord, make_ref
+from .errors import StoreError
+from .warc import (
+    RecordInfo,
+    WARCFormatError,
+    read_record_at,
+    read_records,
+    repair_file,
+    sha1_base32,
+)
+
+if TYPE_CHECKING:
+    from .store import Store
+
+__all__ = ["INDEXED_TYPES", "check_index", "index_line", "rebuild_index", "scan"]
+
+#: the record types the index has lines for
+INDEXED_TYPES = ("response", "revisit")
+HEADER_VALUE_LIMIT = 1024
+
+
+def index_line(key: str, info: RecordInfo, name: str, offset: int, length: int) -> CDXJRecord:
+    """The index line of the record ``info`` for archive key ``key``, ``length`` bytes at
+    ``offset`` in the cache file ``name`` (a put, a rebuild, a purge's rewrite)."""
+    mime = info.http_header("Content-Type")
+    optional: dict[str, object] = {
+        "sha": sha1_base32(info.payload_digest),
+        "hsc": info.status,
+        "mct": mime.split(";", 1)[0].strip()[:HEADER_VALUE_LIMIT] if mime else None,
+        "rid": info.record_id,
+        "rle": length,
+    }
+    if info.rec_type == "response":
+        optional["ple"] = info.payload_length  # the page's size, for the host index
+    if info.rec_type == "revisit":
+        optional["rou"] = info.refers_to_target_uri
+        optional["rod"] = info.refers_to_date
+        optional["roi"] = info.refers_to
+    return CDXJRecord.build(
+        surt(key),
+        info.date,
+        info.rec_type,
+        uri=key,
+        ref=make_ref(name, offset),
+        **optional,
+    )
+
+
+def scan(
+    store: Store, problems: list[str], repaired: list[str] | None = None
+) -> Iterator[CDXJRecord]:
+    """Index lines for every complete record in every cache file; with ``repaired``, torn
+    tails are cut off each file first (:func:`repair_file`) and said there."""
+    for path in store.warc_files():
+        if repaired is not None:
+            try:
+                end = repair_file(path)
+            except OSError as exc:
+                problems.append(f"{path}: cannot repair: {exc.strerror or exc}")
+            else:
+                if end == 0:
+                    repaired.append(f"{path}: held only a torn record: removed")
+                    continue
+                if end is not None:
+                    repaired.append(f"{path}: torn tail cut off at offset {end}")
+        name = store.warcfile_name(path)
+        found: list[WARCFormatError] = []
+        try:
+            for rec in read_records(path, found):
+                if rec.rec_type not in INDEXED_TYPES:
+                    continue
+                key = rec.archive_key or rec.target_uri
+                if not key:
+                    problems.append(f"{path}: at offset {rec.offset}: record has no key or URI")
+                    continue
+                try:
+                    yield index_line(key, rec, name, rec.offset, rec.length)
+                except (CDXJError, ValueError) as exc:
+                    problems.append(f"{path}: at offset {rec.offset}: {exc}")
+        except OSError as exc:  # unreadable (permissions) or gone: the other files still count
+            problems.append(f"{path}: cannot read: {exc.strerror or exc}")
+        problems.extend(str(p) for p in found)
+
+
+def rebuild_index(store: Store, repaired: list[str] | None = None) -> tuple[int, list[str]]:
+    """Rebuild the whole index from the WARC files, cutting torn tails off them first
+    (what was cut is added to ``repaired``); returns (lines, problems)."""
+    problems: list[str] = []
+    count = store.index.rebuild(scan(store, problems, repaired if repaired is not None else []))
+    return count, problems
+
+
+def check_index(store: Store) -> list[str]:
+    """Every index problem: malformed or unsorted lines, refs to missing files or to
+    offsets that hold no matching record, and cache records the index lacks."""
+    problems = store.index.check()
+    indexed: set[tuple[str, int]] = set()
+    for source, lineno, record in _index_lines(store):
+        where = f"{source}:{lineno}"
+        ref = record.warcfile
+        if ref is None:
+            problems.append(f"{where}: ref {record.ref!r} is not a warcfile: reference")
+            continue
+        name, offset = ref
+        try:
+            path = store.resolve_warcfile(name, record.uri)
+            stored = read_record_at(path, offset)
+        except (StoreError, WARCFormatError, OSError) as exc:
+            problems.append(f"{where}: ref {record.ref}: {exc}")
+            continue
+        indexed.add((name, offset))
+        if stored.rec_type != record.record_type:
+            problems.append(
+                f"{where}: ref {record.ref} is a {stored.rec_type} record, "
+                f"the line says {record.record_type}"
+            )
+        if (stored.archive_key or stored.target_uri) != record.uri:
+            problems.append(f"{where}: ref {record.ref} holds another URL ({stored.target_uri})")
+    scan_problems: list[str] = []
+    for line in scan(store, scan_problems):
+        ref = line.warcfile
+        if ref is not None and ref not in indexed:
+            problems.append(f"{ref[0]}#{ref[1]}: record not in the index ({line.uri})")
+    return problems + scan_problems
+
+
+def _index_lines(store: Store) -> Iterator[tuple[str, int, CDXJRecord]]:
+    """Valid lines of the index and journals with their places (``check`` reports the
+    invalid ones)."""
+    for path in store.index.files():
+        try:
+            f = open(path, "rb")  # noqa: SIM115 (closed below)
+        except OSError:  # gone, or unreadable: Index.check reports the latter
+            continue
+        with f:
+            for lineno, raw in enumerate(f, 1):
+                if raw.startswith(b"!") or not raw.endswith(b"\n"):
+                    continue
+                with contextlib.suppress(CDXJError):
+                    yield str(path), lineno, CDXJRecord.parse_line(raw)
