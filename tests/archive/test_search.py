@@ -256,10 +256,10 @@ def test_listener_failure_never_breaks_recording(tmp_path):
 def test_a_full_queue_never_blocks_recording_and_is_caught_up_from_the_index(store, monkeypatch):
     """Past MAX_PENDING waiting pages, recording goes on: the pages left out are found in
     the store's CDXJ index once the indexing thread is free, none lost."""
-    from wwwproxy.archive.search import index as index_module
+    from wwwproxy.archive.search import worker as worker_module
 
     store, index = store
-    monkeypatch.setattr(index_module, "MAX_PENDING", 3)
+    monkeypatch.setattr(worker_module, "MAX_PENDING", 3)
     busy, go = threading.Event(), threading.Event()
 
     def slow_job():
@@ -279,10 +279,10 @@ def test_a_full_queue_never_blocks_recording_and_is_caught_up_from_the_index(sto
 
 
 def test_a_merge_waits_for_a_pause_and_flush_merges_at_once(store, monkeypatch):
-    from wwwproxy.archive.search import index as index_module
+    from wwwproxy.archive.search import worker as worker_module
 
     store, index = store
-    monkeypatch.setattr(index_module, "MERGE_IDLE", 600.0)
+    monkeypatch.setattr(worker_module, "MERGE_IDLE", 600.0)
     for i in range(5):
         put(store, f"http://m.example/{i}", b"<title>t</title>sloe", HTML)
     assert index.search("sloe").total == 5  # indexed (a search waits for the pages) ...

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wwwproxy.archive.search import SearchIndex
-from wwwproxy.archive.search import index as index_module
+from wwwproxy.archive.search import capture as capture_module
 from wwwproxy.archive.search import text as text_module
+from wwwproxy.archive.search import worker as worker_module
 from wwwproxy.archive.store import RecordedPayload, Store
 from wwwproxy.url import URL, canonicalize
 
@@ -65,7 +66,7 @@ def test_the_given_payload_indexes_the_same_text_as_the_archive(tmp_path):
     live.attach(store)
     for path, body, headers, status in PAGES:
         put(store, f"http://g.example{path}", body, headers, status)
-    assert len(PAGES[-1][1]) > index_module.GIVEN_MAX
+    assert len(PAGES[-1][1]) > worker_module.GIVEN_MAX
     recorded = rows(live)
     rebuilt_index = SearchIndex(store.root, path=tmp_path / "rebuilt.sqlite3")
     assert rebuilt_index.rebuild(store) == len(PAGES)
@@ -134,7 +135,7 @@ def test_index_capture_indexes_the_payload_it_is_given(tmp_path):
     put(store, "http://i.example/", b"<title>Filed</title>alpha", HTML)
     (line,) = [line for line in store.list_prefix("") if line.record_type == "response"]
     index = SearchIndex(store.root)
-    given = index_module.Given(
+    given = capture_module.Given(
         gzip.compress(b"<title>Given</title>beta"), (*HTML, ("Content-Encoding", "gzip"))
     )
     with index._batch():
@@ -149,7 +150,7 @@ def test_index_capture_indexes_the_payload_it_is_given(tmp_path):
 def test_payloads_past_the_budget_are_read_back_and_none_is_lost(tmp_path, monkeypatch):
     """While the indexing thread is busy, pages past GIVEN_BUDGET bytes wait without their
     payload (read back from the file when their turn comes); every page is indexed."""
-    monkeypatch.setattr(index_module, "GIVEN_BUDGET", 2500)
+    monkeypatch.setattr(worker_module, "GIVEN_BUDGET", 2500)
     store = Store(tmp_path / "cache")
     index = SearchIndex(store.root)
     index.attach(store)
@@ -163,7 +164,7 @@ def test_payloads_past_the_budget_are_read_back_and_none_is_lost(tmp_path, monke
     assert busy.wait(60)
     for i in range(6):
         put(store, f"http://b.example/{i}", b"<title>t</title>quince " + b"x" * 1000, HTML)
-    waiting = [job for job in list(index._pending.queue) if isinstance(job, index_module._Capture)]
+    waiting = [job for job in list(index._pending.queue) if isinstance(job, worker_module.Capture)]
     assert [job.given is not None for job in waiting] == [True, True, False, False, False, False]
     assert index._given_bytes == sum(len(job.given.payload) for job in waiting[:2])
     go.set()

@@ -7,7 +7,7 @@ the wiring (:mod:`wwwproxy.app`) and handed to whoever needs it.
 Every cached URL gets a row (so URLs can be searched by substring); text/html and text/plain
 responses also get their title and visible text indexed (decoded from their Content-Encoding and
 charset, size-capped).  The text itself is not kept: it is in the WARC files already, and
-snippets are made from there when results are shown (:mod:`.index`), which keeps the database
+snippets are made from there when results are shown (:mod:`.searching`), which keeps the database
 a fraction of the archive's size.  Text is never escaped here: escaping is the renderer's job.
 
 A user's query never reaches FTS5's query syntax: each word's tokens are quoted, so no input
@@ -16,7 +16,8 @@ can raise a syntax error (:func:`fts_query`).
 
 from __future__ import annotations
 
-from .index import SEARCH_DB, SearchHit, SearchIndex, SearchResults
+from .index import SEARCH_DB, SearchIndex
+from .searching import SearchHit, SearchResults
 from .text import decode_text, extract_text, fts_query
 
 __all__ = [

@@ -7,17 +7,21 @@ are, and two contentless FTS5 tables over their text; the text itself stays in t
   (:func:`~.text.rank_text`): what ranks it (BM25, titles count ten times).
 
 A page is indexed from the payload the store hands over as it records it
-(:meth:`_Follower.on_put_payload`; reading each page back from its WARC file cost as much as
-indexing it), or, when it is too large to wait in memory, read back from its capture.
-Snippets are made when a result list is shown, by reading its twenty or so pages again from the
-archive.  A contentless table forgets a page's terms only when told the very text they came from
+(:meth:`.worker.Follower.on_put_payload`; reading each page back from its WARC file cost as
+much as indexing it), or, when it is too large to wait in memory, read back from its capture.
+A contentless table forgets a page's terms only when told the very text they came from
 (the FTS5 'delete' command; SQLite 3.40 has no ``contentless_delete``): when a page gets new text,
 the old text is read again from its capture in the archive and checked against the digest kept
 for it.  What cannot be read again (the cache file was deleted) stays in the index as garbage
 that no search shows (every hit is joined to a live ``pages`` row); when garbage outgrows a
 quarter of the live pages, :meth:`SearchIndex.compact` builds fresh tables from the archive and
-swaps them in, off the request path in the indexing thread.  The tables themselves, and how
-a database of another version is replaced, are in :mod:`.schema`.
+swaps them in, off the request path in the indexing thread.
+
+This module holds what is written (pages, their text, removal, rebuild, compaction); the rest
+of :class:`SearchIndex` is in its neighbours: the queue and the indexing thread (batches,
+catching up, merges) in :mod:`.worker`, searching and snippets in :mod:`.searching`, reading a
+capture's page back from the archive in :mod:`.capture`, and the tables themselves, and how a
+database of another version is replaced, in :mod:`.schema`.
 """
 
 from __future__ import annotations
@@ -27,138 +31,35 @@ import os
 import queue
 import sqlite3
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
-from ...http.content import decode_content
 from ...http.policy import is_good
-from ..cdxj import CDXJError, CDXJRecord
+from ..cdxj import CDXJRecord
 from ..store import StoreError
-from ..warc import WARCFormatError, WARCWriteError, open_payload, read_record_at
+from .capture import READ_ERRORS, Given, payload_document, read_text, wants_text
 from .schema import FTS, Text, create_fts, open_schema, write_fts
-from .text import (
-    CONTROL,
-    MAX_PAYLOAD,
-    MAX_TEXT,
-    MAX_TITLE,
-    Query,
-    clean,
-    decode_text,
-    extract_text,
-    find_snippet,
-    segments,
-)
+from .searching import Searcher, SearchHit, SearchResults
+from .text import MAX_TEXT, MAX_TITLE, clean, extract_text
+from .worker import BATCH, Capture, Follower, IndexWorker
 
 if TYPE_CHECKING:
-    from ...url import URL
-    from ..store import RecordedPayload, Store
+    from collections.abc import Callable
+
+    from ..store import Store
 
 __all__ = ["SEARCH_DB", "SearchHit", "SearchIndex", "SearchResults"]
 
 log = logging.getLogger(__name__)
 
 SEARCH_DB = "search.sqlite3"
-MAX_RESULTS = 1000  # matches gathered per query before paging
-TEXT_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
-SNIPPET_START = 16 * 1024  # characters of a page's source its opening text is taken from
 COMPACT_MIN = 64  # garbage documents always tolerated
-BATCH = 64  # pages indexed in one transaction (one FTS5 segment) when they come together
-COLLECT = 0.25  # seconds a batch waits for more pages while they keep coming (not if asked)
-MAX_PENDING = 10_000  # pages waiting to be indexed; past it, caught up from the CDXJ index
-MERGE_IDLE = 1.0  # seconds without a page before a due merge (flush: at once)
-IDLE_EXIT = 5.0  # seconds without work before the indexing thread ends
-MERGE_MIN = 16  # pages indexed since the last full merge before another is worth it ...
-MERGE_SHARE = 8  # ... or an eighth of the pages with text, whichever is more ...
-MERGE_SMALL = 1000  # ... or any, up to this many pages with text (a merge takes milliseconds)
-MERGE_STEP = 200  # FTS5 pages written per step of a full merge (a short transaction)
-GIVEN_MAX = 1024 * 1024  # a recorded payload up to this size is handed over, not read back ...
-GIVEN_BUDGET = 16 * 1024 * 1024  # ... while those waiting to be indexed hold less than this
-_READ_ERRORS = (WARCFormatError, CDXJError, StoreError, OSError, ValueError, EOFError)
 
 
-class _Capture(NamedTuple):
-    """A job for the indexing thread: index one recorded capture (with its payload as the
-    store recorded it, when it was handed over: :meth:`_Follower.on_put_payload`)."""
-
-    store: Store
-    line: CDXJRecord
-    given: Given | None = None
-
-
-class Given(NamedTuple):
-    """A capture's payload (still Content-Encoded) and HTTP headers, as recorded."""
-
-    payload: bytes
-    headers: tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    key: str
-    url: str
-    title: str
-    snippet: tuple[tuple[str, bool], ...]  # (text, matched) pieces; escape when rendering
-    fetched: str | None
-    mime: str | None
-
-    @property
-    def snippet_text(self) -> str:
-        return "".join(text for text, _ in self.snippet)
-
-
-@dataclass(frozen=True)
-class SearchResults:
-    query: str
-    total: int  # matches found (at most MAX_RESULTS)
-    hits: list[SearchHit]
-
-
-class _Follower:
-    """The store listener that keeps one search index up to date with one store."""
-
-    def __init__(self, index: SearchIndex, store: Store) -> None:
-        self.index = index
-        self.store = store
-
-    def on_put(self, url: URL, key: str, lines: list[CDXJRecord]) -> None:
-        self.on_put_payload(url, key, lines, None)
-
-    def on_put_payload(
-        self, url: URL, key: str, lines: list[CDXJRecord], payload: RecordedPayload | None
-    ) -> None:
-        """Queue the capture, with its payload when the page's text is wanted and it is small
-        enough to wait in memory: read back from the file it cost as much as the indexing."""
-        for line in lines:
-            if line.record_type not in ("response", "revisit"):
-                continue
-            given = None
-            if (
-                payload is not None
-                and line.record_type == "response"
-                and _wants_text(line)
-                and payload.length <= GIVEN_MAX
-                and self.index._reserve(payload.length)  # noqa: SLF001
-            ):
-                try:
-                    given = Given(payload.read(), tuple(payload.http_headers))
-                except (WARCWriteError, OSError) as exc:  # read back from the file instead
-                    log.warning("search: %s: the recorded payload is not at hand: %s", key, exc)
-                    self.index._release(payload.length)  # noqa: SLF001
-            self.index._enqueue(_Capture(self.store, line, given))  # noqa: SLF001
-
-    def on_delete(self, keys: list[str], files: list[str]) -> None:
-        self.index.remove_pages(keys, files, store=self.store)
-
-    def __repr__(self) -> str:
-        return f"<search index {self.index.path} following {self.store.root}>"
-
-
-class SearchIndex:
+class SearchIndex(IndexWorker, Searcher):
     """The search database of one cache directory.  Thread-safe: one connection under a lock
     for reads and writes, and one writer of the full-text tables at a time (indexing, rebuild,
     compaction); the database is in WAL mode, so a second process does not block readers."""
@@ -171,7 +72,7 @@ class SearchIndex:
         self._write_lock = threading.RLock()  # the full-text tables' one writer
         self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
         self._attached: list[Store] = []
-        self._pending: queue.Queue[_Capture | Callable[[], object]] = queue.Queue()
+        self._pending: queue.Queue[Capture | Callable[[], object]] = queue.Queue()
         self._pending_lock = threading.Lock()
         self._given_bytes = 0  # payloads handed over and waiting in _pending (GIVEN_BUDGET)
         self._worker: threading.Thread | None = None
@@ -202,203 +103,9 @@ class SearchIndex:
         if any(s is store for s in self._attached):
             return
         self._attached.append(store)
-        store.listeners.append(_Follower(self, store))
+        store.listeners.append(Follower(self, store))
         if self._meta("stale"):
             self._enqueue(partial(self._rebuild, store))
-
-    def _reserve(self, size: int) -> bool:
-        """Room for a handed-over payload of ``size`` bytes in the queue?  (Taken if so;
-        :meth:`_run` gives it back.)"""
-        with self._pending_lock:
-            if self._given_bytes + size > GIVEN_BUDGET:
-                return False
-            self._given_bytes += size
-            return True
-
-    def _release(self, size: int) -> None:
-        with self._pending_lock:
-            self._given_bytes -= size
-
-    def _enqueue(self, job: _Capture | Callable[[], object]) -> None:
-        """Index in a worker thread: parsing a large page must never hold up the response
-        being recorded (the browser waits for the record before its last bytes).  Never
-        blocks: past :data:`MAX_PENDING` waiting pages, a page is left to :meth:`_catch_up`,
-        which finds it in the store's index once the thread is idle again."""
-        with self._pending_lock:
-            if isinstance(job, _Capture) and self._pending.qsize() >= MAX_PENDING:
-                if self._behind is None:
-                    log.warning("search index: behind by %d pages; catching up later", MAX_PENDING)
-                self._behind = job.store
-                if job.given is not None:
-                    self._given_bytes -= len(job.given.payload)
-            else:
-                self._pending.put(job)
-            if self._worker is None or not self._worker.is_alive():
-                self._worker = threading.Thread(
-                    target=self._work, name="wwwproxy-search-index", daemon=True
-                )
-                self._worker.start()
-
-    def _work(self) -> None:
-        """The indexing thread: pages in batches, then, once none came for a while (or
-        someone flushes), the pages left behind by a full queue, then a merge if due.  A
-        merge waits for a pause: during a crawl, merging after every batch merged the whole
-        index again and again (a third of the indexing time on a 550-page site)."""
-        while True:
-            if self._merge_wanted or self._behind is not None:
-                timeout = 0.0 if self._merge_waiters else MERGE_IDLE
-            else:
-                timeout = IDLE_EXIT
-            try:
-                job = self._pending.get(timeout=timeout)
-            except queue.Empty:
-                if self._behind is not None or self._merge_wanted:
-                    self._idle_work()
-                    continue
-                with self._pending_lock:
-                    if self._pending.empty() and self._behind is None:
-                        self._worker = None
-                        return
-                continue
-            jobs = self._collect(job)
-            if any(isinstance(job, _Capture) for job in jobs):
-                self._merge_wanted = True  # before the jobs are done: flush() sees no gap
-            try:
-                self._run(jobs)
-            finally:
-                for _ in jobs:
-                    self._pending.task_done()
-
-    def _collect(
-        self, job: _Capture | Callable[[], object]
-    ) -> list[_Capture | Callable[[], object]]:
-        """A batch: the pages waiting, and those coming within :data:`COLLECT` seconds (up to
-        :data:`BATCH`), unless someone waits for them; a job that is no page ends it.  One
-        transaction (one FTS5 segment) for several pages costs less than one each."""
-        jobs = [job]
-        deadline = time.monotonic() + COLLECT
-        while isinstance(jobs[-1], _Capture) and len(jobs) < BATCH:
-            remaining = deadline - time.monotonic()
-            try:
-                if self._waiters or remaining <= 0:
-                    jobs.append(self._pending.get_nowait())
-                else:
-                    jobs.append(self._pending.get(timeout=remaining))
-            except queue.Empty:
-                break
-        return jobs
-
-    def _idle_work(self) -> None:
-        """No page came for a while: index what a full queue left behind, then merge."""
-        if self._closed:  # pages recorded after close() were never indexed: nothing to merge
-            self._behind, self._merge_wanted = None, False
-            return
-        self._merging += 1  # flush() sees no gap between the flags and the work
-        try:
-            behind, self._behind = self._behind, None
-            if behind is not None:
-                self._merge_wanted = True
-                try:
-                    self._catch_up(behind)
-                except Exception:  # noqa: BLE001
-                    log.exception("search index: not caught up")
-            self._merge_wanted = False
-            try:
-                if not self._merge_if_due():
-                    self._merge_wanted = True  # pages came first: merge after them
-            except sqlite3.Error:
-                log.exception("search index: not merged")
-        finally:
-            self._merging -= 1
-
-    def _run(self, jobs: list[_Capture | Callable[[], object]]) -> None:
-        """The pages recorded meanwhile in one transaction, then the job that ended the batch
-        (a rebuild or compaction) if any; a failure is logged, never fatal."""
-        captures = [job for job in jobs if isinstance(job, _Capture)]
-        given = sum(len(c.given.payload) for c in captures if c.given is not None)
-        try:
-            if captures:
-                self._index_batch(captures)
-        except sqlite3.Error as exc:
-            if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-                # a full disk: recording says so (one line a burst); this index is derived
-                log.warning(
-                    "search index: %d page(s) not indexed: %s (they are found again by a "
-                    "rebuild on /search/)",
-                    len(captures),
-                    exc,
-                )
-            else:
-                log.exception("search index: %d page(s) not indexed", len(captures))
-        finally:
-            if given:
-                self._release(given)
-        for job in jobs:
-            if not isinstance(job, _Capture):
-                try:
-                    job()
-                except Exception:  # noqa: BLE001
-                    log.exception("search index: %s failed", job)
-
-    def _index_batch(self, captures: list[_Capture]) -> None:
-        """The pages in one transaction; if one fails, the batch is rolled back and each page
-        indexed in a transaction of its own (the failing one logged, the others kept).  A full
-        disk ends it (the caller says so once)."""
-        try:
-            with self._batch():
-                for capture in captures:
-                    self.index_capture(capture.store, capture.line, capture.given)
-            return
-        except sqlite3.Error as exc:
-            if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-                raise
-        except Exception:  # noqa: BLE001 (found again below, page by page)
-            pass
-        for capture in captures:
-            try:
-                self.index_capture(capture.store, capture.line, capture.given)
-            except sqlite3.Error as exc:
-                if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-                    raise
-                log.exception("search index: %s not indexed", capture.line.uri)
-            except Exception:  # noqa: BLE001
-                log.exception("search index: %s not indexed", capture.line.uri)
-
-    def _merge_if_due(self) -> bool:
-        """Merge each full-text table into one b-tree when enough pages came since the last
-        time (geometrically: each page is merged a few times in all; a small index whenever
-        pages came), in short steps, and only while nothing waits to be indexed.  FTS5 keeps
-        a b-tree (segment) per batch until its own merging catches up, each with its own copy
-        of every term, and a merge under way holds its input and output: a small cache
-        indexed page by page took up to twice the space of the same index merged.  False if
-        pages came before it was done."""
-        with self._write_lock:
-            with self._lock:
-                (live,) = self._conn.execute("SELECT count(doc) FROM pages").fetchone()
-            unmerged = self._meta("unmerged")
-            if not unmerged or (
-                live > MERGE_SMALL and unmerged < max(MERGE_MIN, live // MERGE_SHARE)
-            ):
-                return True
-            while True:
-                with self._lock:
-                    before = self._conn.total_changes
-                    with self._conn:
-                        for table in FTS:
-                            self._conn.execute(
-                                f"INSERT INTO {table}({table}, rank) VALUES ('merge', ?)",
-                                (-MERGE_STEP,),
-                            )
-                    if self._conn.total_changes - before < 2 * len(FTS):
-                        break  # no work left (FTS5 counts the command itself as a change)
-                if not self._pending.empty():
-                    return False  # pages first; the merge goes on after them
-            with self._lock:
-                with self._conn:
-                    self._set_meta("unmerged", 0)
-                # the merged-away pages (executescript: execute() frees one page per call)
-                self._conn.executescript("PRAGMA incremental_vacuum")
-        return True
 
     @contextmanager
     def _batch(self) -> Iterator[None]:
@@ -442,37 +149,6 @@ class SearchIndex:
                 self._conn.rollback()
                 raise
             self._conn.commit()
-
-    def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until pages recorded so far are indexed, and the index merged if that was due
-        (bounded); False on time-out."""
-        return self._wait(timeout, merged=True)
-
-    def _wait(self, timeout: float, *, merged: bool = False) -> bool:
-        deadline = time.monotonic() + timeout
-        with self._pending_lock:
-            self._waiters += 1
-            self._merge_waiters += merged
-        try:
-            if (
-                self._pending.unfinished_tasks
-                or self._behind is not None
-                or (merged and self._merge_wanted)
-            ):
-                self._enqueue(_wake)  # the thread may be collecting a batch, or idling
-            while (
-                self._pending.unfinished_tasks
-                or self._behind is not None
-                or (merged and (self._merging or self._merge_wanted))
-            ):
-                if time.monotonic() > deadline:
-                    return False
-                time.sleep(0.01)
-            return True
-        finally:
-            with self._pending_lock:
-                self._waiters -= 1
-                self._merge_waiters -= merged
 
     def close(self) -> None:
         self.flush()
@@ -598,8 +274,8 @@ class SearchIndex:
         if store is None or file is None or pos is None or expected is None:
             return None
         try:
-            title, text = self._read_text(store, key, file, pos)
-        except _READ_ERRORS:
+            title, text = read_text(store, key, file, pos)
+        except READ_ERRORS:
             return None
         old = Text.of(title, text)
         return old if old.digest == expected else None
@@ -639,42 +315,16 @@ class SearchIndex:
             file, pos = ref
             mime = line.fields.get("mct")
             title = text = ""
-            if _wants_text(line):
+            if wants_text(line):
                 try:
                     if given is not None:
-                        title, text = extract_text(*_document(given.payload, given.headers))
+                        title, text = extract_text(*payload_document(given.payload, given.headers))
                     else:
-                        title, text = self._read_text(store, key, file, pos)
-                except _READ_ERRORS as exc:
+                        title, text = read_text(store, key, file, pos)
+                except READ_ERRORS as exc:
                     log.warning("search: %s not indexed: %s", key, exc)
             self._put(store, key, key, title, text, mime, status, line.timestamp, file, pos)
         return True
-
-    @staticmethod
-    def _read_document(store: Store, key: str, file: str, pos: int) -> tuple[str, str]:
-        """``(page source, mime type)`` of the capture at ``file``/``pos``: its payload
-        decoded from its Content-Encoding and charset (the first :data:`MAX_PAYLOAD` bytes)."""
-        record = read_record_at(store.resolve_warcfile(file, key), pos)
-        if record.rec_type == "revisit":
-            from ...url import canonicalize
-
-            entry = store.get(canonicalize(key), key)
-            if entry is None:
-                return "", "text/plain"
-            stream = entry.open_body()
-            headers = entry.headers
-        else:
-            stream = open_payload(record)
-            headers = record.http_headers
-        with stream:
-            raw = stream.read(MAX_PAYLOAD)
-        return _document(raw, headers)
-
-    @classmethod
-    def _read_text(cls, store: Store, key: str, file: str, pos: int) -> tuple[str, str]:
-        """``(title, visible text)`` of the capture at ``file``/``pos``."""
-        document, mime = cls._read_document(store, key, file, pos)
-        return extract_text(document, mime)
 
     def remove(self, key: str) -> bool:
         """Drop one archive key's page; False if it was not indexed."""
@@ -835,8 +485,8 @@ class SearchIndex:
         title = text = ""
         if file is not None and pos is not None:  # else never in the archive (add)
             try:
-                title, text = self._read_text(store, key, file, pos)
-            except _READ_ERRORS as exc:
+                title, text = read_text(store, key, file, pos)
+            except READ_ERRORS as exc:
                 log.info("search: %s dropped from the index: %s", key, exc)
         new = Text.of(title, text) if title or text else None
         with self._writing():
@@ -873,118 +523,3 @@ class SearchIndex:
 
     def _store(self) -> Store | None:
         return self._attached[0] if self._attached else None
-
-    # --- reading ---------------------------------------------------------------------------
-
-    def count(self) -> tuple[int, int]:
-        """(pages known, pages with text)."""
-        self._wait(2.0)  # include pages recorded a moment ago
-        with self._lock:
-            pages, texts = self._conn.execute("SELECT count(*), count(doc) FROM pages").fetchone()
-        return pages, texts
-
-    def search(
-        self, query: str, limit: int = 20, offset: int = 0, *, store: Store | None = None
-    ) -> SearchResults:
-        """Pages whose title or text has every word (those about the words first: in the
-        title, or frequent in the text), then pages whose URL contains every word; ``limit`` of
-        them from ``offset``.  Snippets are made from the hits' captures in ``store`` (by
-        default the attached store); without one, hits have none."""
-        self._wait(2.0)  # include pages recorded a moment ago
-        query = query.encode("utf-8", "replace").decode("utf-8")  # no lone surrogates
-        query = CONTROL.sub(" ", query)  # a NUL ends an SQLite string early
-        words = Query.parse(query)
-        match = words.match
-        likes = _like_terms(query)
-        with self._lock:
-            ids: list[int] = []
-            seen: set[int] = set()
-
-            def gather(sql: str, *args: object) -> None:
-                for (page_id,) in self._conn.execute(sql, (*args, MAX_RESULTS + len(ids))):
-                    if page_id not in seen:
-                        ids.append(page_id)
-                        seen.add(page_id)
-
-            if match is not None:
-                # CROSS JOIN: the full-text match drives, each hit joined to its live page
-                gather(
-                    "SELECT p.id FROM page_rank CROSS JOIN pages p ON p.doc = page_rank.rowid "
-                    "WHERE page_rank MATCH ? ORDER BY bm25(page_rank, 10.0, 1.0) LIMIT ?",
-                    match,
-                )
-                gather(
-                    "SELECT p.id FROM page_words CROSS JOIN pages p ON p.doc = page_words.rowid "
-                    "WHERE page_words MATCH ? ORDER BY page_words.rowid LIMIT ?",
-                    match,
-                )
-            if likes:
-                where = " AND ".join(["coalesce(url, key) LIKE ? ESCAPE '\\'"] * len(likes))
-                gather(
-                    f"SELECT id FROM pages WHERE {where} ORDER BY coalesce(url, key) LIMIT ?",  # noqa: S608
-                    *likes,
-                )
-            ids = ids[:MAX_RESULTS]
-            page = ids[offset : offset + limit] if offset >= 0 and limit > 0 else []
-            marks = ",".join("?" * len(page))
-            rows = {
-                r[0]: r
-                for r in self._conn.execute(
-                    f"SELECT id, key, coalesce(url, key), title, fetched, mime, file, pos, doc "  # noqa: S608
-                    f"FROM pages WHERE id IN ({marks})",
-                    page,
-                )
-            }
-        source = store if store is not None else self._store()
-        hits = [self._hit(rows[i], words, source) for i in page if i in rows]
-        return SearchResults(query, len(ids), hits)
-
-    def _hit(self, row: tuple, query: Query, store: Store | None) -> SearchHit:
-        _, key, url, title, fetched, mime, file, pos, doc = row
-        snippet: tuple[tuple[str, bool], ...] = ()
-        if doc is not None and store is not None and file is not None and pos is not None:
-            snippet = self._snippet(store, key, file, pos, query)
-        return SearchHit(key, url, title or "", snippet, fetched, mime)
-
-    def _snippet(
-        self, store: Store, key: str, file: str, pos: int, query: Query
-    ) -> tuple[tuple[str, bool], ...]:
-        """The snippet of one hit, from its capture read again; the start of its text when
-        the words are not in it (only in its title, or its URL)."""
-        try:
-            document, mime = self._read_document(store, key, file, pos)
-        except _READ_ERRORS as exc:
-            log.info("search: no snippet for %s: %s", key, exc)
-            return ()
-        snippet = find_snippet(document, mime, query)
-        if snippet is not None:
-            return segments(snippet)
-        _, text = extract_text(document[:SNIPPET_START], mime)
-        return ((text[:200], False),) if text else ()
-
-
-def _wants_text(line: CDXJRecord) -> bool:
-    """Is the text of this capture indexed (a 2xx page of a text type)?"""
-    status = line.fields.get("hsc")
-    return isinstance(status, int) and 200 <= status < 300 and line.fields.get("mct") in TEXT_TYPES
-
-
-def _document(raw: bytes, headers: Iterable[tuple[str, str]]) -> tuple[str, str]:
-    """``(page source, mime type)`` of a payload with these HTTP headers: decoded from its
-    Content-Encoding and charset (the first :data:`MAX_PAYLOAD` bytes)."""
-    names = {n.lower(): v for n, v in headers}
-    data = decode_content(raw[:MAX_PAYLOAD], names.get("content-encoding"), MAX_PAYLOAD)
-    content_type = names.get("content-type")
-    mime = (content_type or "text/html").split(";", 1)[0].strip().lower()
-    return decode_text(data, content_type), mime
-
-
-def _wake() -> None:
-    """A job that does nothing: it ends a batch being collected, or an idle wait, at once."""
-
-
-def _like_terms(query: str) -> list[str]:
-    return [
-        "%" + t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        for t in query.split()
-    ]

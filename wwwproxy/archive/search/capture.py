@@ -1,0 +1,73 @@
+"""Reading a capture's page back for the search index: which captures have text worth
+indexing, and their source decoded (Content-Encoding, charset) from the payload the store
+handed over or from the WARC record.  Separate from :mod:`.index` because indexing,
+compaction and snippets (:mod:`.searching`) all read pages the same way, and none of it
+touches the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, NamedTuple
+
+from ...http.content import decode_content
+from ..cdxj import CDXJError, CDXJRecord
+from ..store import StoreError
+from ..warc import WARCFormatError, open_payload, read_record_at
+from .text import MAX_PAYLOAD, decode_text, extract_text
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+TEXT_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
+#: what reading a capture back may raise (the page is then left out, or has no snippet)
+READ_ERRORS = (WARCFormatError, CDXJError, StoreError, OSError, ValueError, EOFError)
+
+
+class Given(NamedTuple):
+    """A capture's payload (still Content-Encoded) and HTTP headers, as recorded."""
+
+    payload: bytes
+    headers: tuple[tuple[str, str], ...]
+
+
+def wants_text(line: CDXJRecord) -> bool:
+    """Is the text of this capture indexed (a 2xx page of a text type)?"""
+    status = line.fields.get("hsc")
+    return isinstance(status, int) and 200 <= status < 300 and line.fields.get("mct") in TEXT_TYPES
+
+
+def payload_document(raw: bytes, headers: Iterable[tuple[str, str]]) -> tuple[str, str]:
+    """``(page source, mime type)`` of a payload with these HTTP headers: decoded from its
+    Content-Encoding and charset (the first :data:`MAX_PAYLOAD` bytes)."""
+    names = {n.lower(): v for n, v in headers}
+    data = decode_content(raw[:MAX_PAYLOAD], names.get("content-encoding"), MAX_PAYLOAD)
+    content_type = names.get("content-type")
+    mime = (content_type or "text/html").split(";", 1)[0].strip().lower()
+    return decode_text(data, content_type), mime
+
+
+def read_document(store: Store, key: str, file: str, pos: int) -> tuple[str, str]:
+    """``(page source, mime type)`` of the capture at ``file``/``pos``: its payload
+    decoded from its Content-Encoding and charset (the first :data:`MAX_PAYLOAD` bytes)."""
+    record = read_record_at(store.resolve_warcfile(file, key), pos)
+    if record.rec_type == "revisit":
+        from ...url import canonicalize
+
+        entry = store.get(canonicalize(key), key)
+        if entry is None:
+            return "", "text/plain"
+        stream = entry.open_body()
+        headers = entry.headers
+    else:
+        stream = open_payload(record)
+        headers = record.http_headers
+    with stream:
+        raw = stream.read(MAX_PAYLOAD)
+    return payload_document(raw, headers)
+
+
+def read_text(store: Store, key: str, file: str, pos: int) -> tuple[str, str]:
+    """``(title, visible text)`` of the capture at ``file``/``pos``."""
+    document, mime = read_document(store, key, file, pos)
+    return extract_text(document, mime)

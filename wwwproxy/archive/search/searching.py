@@ -1,0 +1,145 @@
+"""Answering a search: the matches of a query in the full-text tables and the URLs, a page of
+them, and each hit's snippet made from its capture read again from the archive.  Separate
+from :mod:`.index` (which keeps the tables up to date) because it only reads; it is a base
+class of :class:`~.index.SearchIndex`, which gives it the connection, ``_wait`` and ``_store``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .capture import READ_ERRORS, read_document
+from .text import CONTROL, Query, extract_text, find_snippet, segments
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+log = logging.getLogger(__name__)
+
+MAX_RESULTS = 1000  # matches gathered per query before paging
+SNIPPET_START = 16 * 1024  # characters of a page's source its opening text is taken from
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    key: str
+    url: str
+    title: str
+    snippet: tuple[tuple[str, bool], ...]  # (text, matched) pieces; escape when rendering
+    fetched: str | None
+    mime: str | None
+
+    @property
+    def snippet_text(self) -> str:
+        return "".join(text for text, _ in self.snippet)
+
+
+@dataclass(frozen=True)
+class SearchResults:
+    query: str
+    total: int  # matches found (at most MAX_RESULTS)
+    hits: list[SearchHit]
+
+
+class Searcher:
+    """Searching the index (a base class of :class:`~.index.SearchIndex`)."""
+
+    _conn: sqlite3.Connection
+    _lock: threading.RLock
+
+    def count(self) -> tuple[int, int]:
+        """(pages known, pages with text)."""
+        self._wait(2.0)  # include pages recorded a moment ago
+        with self._lock:
+            pages, texts = self._conn.execute("SELECT count(*), count(doc) FROM pages").fetchone()
+        return pages, texts
+
+    def search(
+        self, query: str, limit: int = 20, offset: int = 0, *, store: Store | None = None
+    ) -> SearchResults:
+        """Pages whose title or text has every word (those about the words first: in the
+        title, or frequent in the text), then pages whose URL contains every word; ``limit`` of
+        them from ``offset``.  Snippets are made from the hits' captures in ``store`` (by
+        default the attached store); without one, hits have none."""
+        self._wait(2.0)  # include pages recorded a moment ago
+        query = query.encode("utf-8", "replace").decode("utf-8")  # no lone surrogates
+        query = CONTROL.sub(" ", query)  # a NUL ends an SQLite string early
+        words = Query.parse(query)
+        match = words.match
+        likes = _like_terms(query)
+        with self._lock:
+            ids: list[int] = []
+            seen: set[int] = set()
+
+            def gather(sql: str, *args: object) -> None:
+                for (page_id,) in self._conn.execute(sql, (*args, MAX_RESULTS + len(ids))):
+                    if page_id not in seen:
+                        ids.append(page_id)
+                        seen.add(page_id)
+
+            if match is not None:
+                # CROSS JOIN: the full-text match drives, each hit joined to its live page
+                gather(
+                    "SELECT p.id FROM page_rank CROSS JOIN pages p ON p.doc = page_rank.rowid "
+                    "WHERE page_rank MATCH ? ORDER BY bm25(page_rank, 10.0, 1.0) LIMIT ?",
+                    match,
+                )
+                gather(
+                    "SELECT p.id FROM page_words CROSS JOIN pages p ON p.doc = page_words.rowid "
+                    "WHERE page_words MATCH ? ORDER BY page_words.rowid LIMIT ?",
+                    match,
+                )
+            if likes:
+                where = " AND ".join(["coalesce(url, key) LIKE ? ESCAPE '\\'"] * len(likes))
+                gather(
+                    f"SELECT id FROM pages WHERE {where} ORDER BY coalesce(url, key) LIMIT ?",  # noqa: S608
+                    *likes,
+                )
+            ids = ids[:MAX_RESULTS]
+            page = ids[offset : offset + limit] if offset >= 0 and limit > 0 else []
+            marks = ",".join("?" * len(page))
+            rows = {
+                r[0]: r
+                for r in self._conn.execute(
+                    f"SELECT id, key, coalesce(url, key), title, fetched, mime, file, pos, doc "  # noqa: S608
+                    f"FROM pages WHERE id IN ({marks})",
+                    page,
+                )
+            }
+        source = store if store is not None else self._store()
+        hits = [self._hit(rows[i], words, source) for i in page if i in rows]
+        return SearchResults(query, len(ids), hits)
+
+    def _hit(self, row: tuple, query: Query, store: Store | None) -> SearchHit:
+        _, key, url, title, fetched, mime, file, pos, doc = row
+        snippet: tuple[tuple[str, bool], ...] = ()
+        if doc is not None and store is not None and file is not None and pos is not None:
+            snippet = self._snippet(store, key, file, pos, query)
+        return SearchHit(key, url, title or "", snippet, fetched, mime)
+
+    def _snippet(
+        self, store: Store, key: str, file: str, pos: int, query: Query
+    ) -> tuple[tuple[str, bool], ...]:
+        """The snippet of one hit, from its capture read again; the start of its text when
+        the words are not in it (only in its title, or its URL)."""
+        try:
+            document, mime = read_document(store, key, file, pos)
+        except READ_ERRORS as exc:
+            log.info("search: no snippet for %s: %s", key, exc)
+            return ()
+        snippet = find_snippet(document, mime, query)
+        if snippet is not None:
+            return segments(snippet)
+        _, text = extract_text(document[:SNIPPET_START], mime)
+        return ((text[:200], False),) if text else ()
+
+
+def _like_terms(query: str) -> list[str]:
+    return [
+        "%" + t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        for t in query.split()
+    ]

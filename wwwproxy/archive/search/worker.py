@@ -1,0 +1,338 @@
+"""The indexing thread of a :class:`~.index.SearchIndex`: the store listener that queues each
+recorded capture (:class:`Follower`), and the one worker thread that indexes them in batches,
+catches up when the queue overflowed, and merges the full-text tables once pages stop coming.
+Separate from :mod:`.index` because it is the concurrency (queue, thread, waiting, budgets):
+:mod:`.index` holds what a page's indexing writes, this module when and in which thread.
+:class:`IndexWorker` is a base class of :class:`~.index.SearchIndex`, whose ``__init__`` sets
+up the attributes it uses and which gives it ``index_capture``, ``_batch``, ``_catch_up`` and
+the ``meta`` counters.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+from ..cdxj import CDXJRecord
+from ..warc import WARCWriteError
+from .capture import Given, wants_text
+from .schema import FTS
+
+if TYPE_CHECKING:
+    from ...url import URL
+    from ..store import RecordedPayload, Store
+    from .index import SearchIndex
+
+log = logging.getLogger(__name__)
+
+BATCH = 64  # pages indexed in one transaction (one FTS5 segment) when they come together
+COLLECT = 0.25  # seconds a batch waits for more pages while they keep coming (not if asked)
+MAX_PENDING = 10_000  # pages waiting to be indexed; past it, caught up from the CDXJ index
+MERGE_IDLE = 1.0  # seconds without a page before a due merge (flush: at once)
+IDLE_EXIT = 5.0  # seconds without work before the indexing thread ends
+MERGE_MIN = 16  # pages indexed since the last full merge before another is worth it ...
+MERGE_SHARE = 8  # ... or an eighth of the pages with text, whichever is more ...
+MERGE_SMALL = 1000  # ... or any, up to this many pages with text (a merge takes milliseconds)
+MERGE_STEP = 200  # FTS5 pages written per step of a full merge (a short transaction)
+GIVEN_MAX = 1024 * 1024  # a recorded payload up to this size is handed over, not read back ...
+GIVEN_BUDGET = 16 * 1024 * 1024  # ... while those waiting to be indexed hold less than this
+
+
+class Capture(NamedTuple):
+    """A job for the indexing thread: index one recorded capture (with its payload as the
+    store recorded it, when it was handed over: :meth:`Follower.on_put_payload`)."""
+
+    store: Store
+    line: CDXJRecord
+    given: Given | None = None
+
+
+class Follower:
+    """The store listener that keeps one search index up to date with one store."""
+
+    def __init__(self, index: SearchIndex, store: Store) -> None:
+        self.index = index
+        self.store = store
+
+    def on_put(self, url: URL, key: str, lines: list[CDXJRecord]) -> None:
+        self.on_put_payload(url, key, lines, None)
+
+    def on_put_payload(
+        self, url: URL, key: str, lines: list[CDXJRecord], payload: RecordedPayload | None
+    ) -> None:
+        """Queue the capture, with its payload when the page's text is wanted and it is small
+        enough to wait in memory: read back from the file it cost as much as the indexing."""
+        for line in lines:
+            if line.record_type not in ("response", "revisit"):
+                continue
+            given = None
+            if (
+                payload is not None
+                and line.record_type == "response"
+                and wants_text(line)
+                and payload.length <= GIVEN_MAX
+                and self.index._reserve(payload.length)  # noqa: SLF001
+            ):
+                try:
+                    given = Given(payload.read(), tuple(payload.http_headers))
+                except (WARCWriteError, OSError) as exc:  # read back from the file instead
+                    log.warning("search: %s: the recorded payload is not at hand: %s", key, exc)
+                    self.index._release(payload.length)  # noqa: SLF001
+            self.index._enqueue(Capture(self.store, line, given))  # noqa: SLF001
+
+    def on_delete(self, keys: list[str], files: list[str]) -> None:
+        self.index.remove_pages(keys, files, store=self.store)
+
+    def __repr__(self) -> str:
+        return f"<search index {self.index.path} following {self.store.root}>"
+
+
+class IndexWorker:
+    """The queue of pages waiting to be indexed and the thread that indexes them (a base
+    class of :class:`~.index.SearchIndex`, which sets these attributes up)."""
+
+    _conn: sqlite3.Connection
+    _lock: threading.RLock
+    _write_lock: threading.RLock
+    _pending: queue.Queue[Capture | Callable[[], object]]
+    _pending_lock: threading.Lock
+    _given_bytes: int
+    _worker: threading.Thread | None
+    _merging: int
+    _merge_wanted: bool
+    _closed: bool
+    _waiters: int
+    _merge_waiters: int
+    _behind: Store | None
+
+    def _reserve(self, size: int) -> bool:
+        """Room for a handed-over payload of ``size`` bytes in the queue?  (Taken if so;
+        :meth:`_run` gives it back.)"""
+        with self._pending_lock:
+            if self._given_bytes + size > GIVEN_BUDGET:
+                return False
+            self._given_bytes += size
+            return True
+
+    def _release(self, size: int) -> None:
+        with self._pending_lock:
+            self._given_bytes -= size
+
+    def _enqueue(self, job: Capture | Callable[[], object]) -> None:
+        """Index in a worker thread: parsing a large page must never hold up the response
+        being recorded (the browser waits for the record before its last bytes).  Never
+        blocks: past :data:`MAX_PENDING` waiting pages, a page is left to :meth:`_catch_up`,
+        which finds it in the store's index once the thread is idle again."""
+        with self._pending_lock:
+            if isinstance(job, Capture) and self._pending.qsize() >= MAX_PENDING:
+                if self._behind is None:
+                    log.warning("search index: behind by %d pages; catching up later", MAX_PENDING)
+                self._behind = job.store
+                if job.given is not None:
+                    self._given_bytes -= len(job.given.payload)
+            else:
+                self._pending.put(job)
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(
+                    target=self._work, name="wwwproxy-search-index", daemon=True
+                )
+                self._worker.start()
+
+    def _work(self) -> None:
+        """The indexing thread: pages in batches, then, once none came for a while (or
+        someone flushes), the pages left behind by a full queue, then a merge if due.  A
+        merge waits for a pause: during a crawl, merging after every batch merged the whole
+        index again and again (a third of the indexing time on a 550-page site)."""
+        while True:
+            if self._merge_wanted or self._behind is not None:
+                timeout = 0.0 if self._merge_waiters else MERGE_IDLE
+            else:
+                timeout = IDLE_EXIT
+            try:
+                job = self._pending.get(timeout=timeout)
+            except queue.Empty:
+                if self._behind is not None or self._merge_wanted:
+                    self._idle_work()
+                    continue
+                with self._pending_lock:
+                    if self._pending.empty() and self._behind is None:
+                        self._worker = None
+                        return
+                continue
+            jobs = self._collect(job)
+            if any(isinstance(job, Capture) for job in jobs):
+                self._merge_wanted = True  # before the jobs are done: flush() sees no gap
+            try:
+                self._run(jobs)
+            finally:
+                for _ in jobs:
+                    self._pending.task_done()
+
+    def _collect(self, job: Capture | Callable[[], object]) -> list[Capture | Callable[[], object]]:
+        """A batch: the pages waiting, and those coming within :data:`COLLECT` seconds (up to
+        :data:`BATCH`), unless someone waits for them; a job that is no page ends it.  One
+        transaction (one FTS5 segment) for several pages costs less than one each."""
+        jobs = [job]
+        deadline = time.monotonic() + COLLECT
+        while isinstance(jobs[-1], Capture) and len(jobs) < BATCH:
+            remaining = deadline - time.monotonic()
+            try:
+                if self._waiters or remaining <= 0:
+                    jobs.append(self._pending.get_nowait())
+                else:
+                    jobs.append(self._pending.get(timeout=remaining))
+            except queue.Empty:
+                break
+        return jobs
+
+    def _idle_work(self) -> None:
+        """No page came for a while: index what a full queue left behind, then merge."""
+        if self._closed:  # pages recorded after close() were never indexed: nothing to merge
+            self._behind, self._merge_wanted = None, False
+            return
+        self._merging += 1  # flush() sees no gap between the flags and the work
+        try:
+            behind, self._behind = self._behind, None
+            if behind is not None:
+                self._merge_wanted = True
+                try:
+                    self._catch_up(behind)
+                except Exception:  # noqa: BLE001
+                    log.exception("search index: not caught up")
+            self._merge_wanted = False
+            try:
+                if not self._merge_if_due():
+                    self._merge_wanted = True  # pages came first: merge after them
+            except sqlite3.Error:
+                log.exception("search index: not merged")
+        finally:
+            self._merging -= 1
+
+    def _run(self, jobs: list[Capture | Callable[[], object]]) -> None:
+        """The pages recorded meanwhile in one transaction, then the job that ended the batch
+        (a rebuild or compaction) if any; a failure is logged, never fatal."""
+        captures = [job for job in jobs if isinstance(job, Capture)]
+        given = sum(len(c.given.payload) for c in captures if c.given is not None)
+        try:
+            if captures:
+                self._index_batch(captures)
+        except sqlite3.Error as exc:
+            if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                # a full disk: recording says so (one line a burst); this index is derived
+                log.warning(
+                    "search index: %d page(s) not indexed: %s (they are found again by a "
+                    "rebuild on /search/)",
+                    len(captures),
+                    exc,
+                )
+            else:
+                log.exception("search index: %d page(s) not indexed", len(captures))
+        finally:
+            if given:
+                self._release(given)
+        for job in jobs:
+            if not isinstance(job, Capture):
+                try:
+                    job()
+                except Exception:  # noqa: BLE001
+                    log.exception("search index: %s failed", job)
+
+    def _index_batch(self, captures: list[Capture]) -> None:
+        """The pages in one transaction; if one fails, the batch is rolled back and each page
+        indexed in a transaction of its own (the failing one logged, the others kept).  A full
+        disk ends it (the caller says so once)."""
+        try:
+            with self._batch():
+                for capture in captures:
+                    self.index_capture(capture.store, capture.line, capture.given)
+            return
+        except sqlite3.Error as exc:
+            if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                raise
+        except Exception:  # noqa: BLE001 (found again below, page by page)
+            pass
+        for capture in captures:
+            try:
+                self.index_capture(capture.store, capture.line, capture.given)
+            except sqlite3.Error as exc:
+                if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                    raise
+                log.exception("search index: %s not indexed", capture.line.uri)
+            except Exception:  # noqa: BLE001
+                log.exception("search index: %s not indexed", capture.line.uri)
+
+    def _merge_if_due(self) -> bool:
+        """Merge each full-text table into one b-tree when enough pages came since the last
+        time (geometrically: each page is merged a few times in all; a small index whenever
+        pages came), in short steps, and only while nothing waits to be indexed.  FTS5 keeps
+        a b-tree (segment) per batch until its own merging catches up, each with its own copy
+        of every term, and a merge under way holds its input and output: a small cache
+        indexed page by page took up to twice the space of the same index merged.  False if
+        pages came before it was done."""
+        with self._write_lock:
+            with self._lock:
+                (live,) = self._conn.execute("SELECT count(doc) FROM pages").fetchone()
+            unmerged = self._meta("unmerged")
+            if not unmerged or (
+                live > MERGE_SMALL and unmerged < max(MERGE_MIN, live // MERGE_SHARE)
+            ):
+                return True
+            while True:
+                with self._lock:
+                    before = self._conn.total_changes
+                    with self._conn:
+                        for table in FTS:
+                            self._conn.execute(
+                                f"INSERT INTO {table}({table}, rank) VALUES ('merge', ?)",
+                                (-MERGE_STEP,),
+                            )
+                    if self._conn.total_changes - before < 2 * len(FTS):
+                        break  # no work left (FTS5 counts the command itself as a change)
+                if not self._pending.empty():
+                    return False  # pages first; the merge goes on after them
+            with self._lock:
+                with self._conn:
+                    self._set_meta("unmerged", 0)
+                # the merged-away pages (executescript: execute() frees one page per call)
+                self._conn.executescript("PRAGMA incremental_vacuum")
+        return True
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until pages recorded so far are indexed, and the index merged if that was due
+        (bounded); False on time-out."""
+        return self._wait(timeout, merged=True)
+
+    def _wait(self, timeout: float, *, merged: bool = False) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._pending_lock:
+            self._waiters += 1
+            self._merge_waiters += merged
+        try:
+            if (
+                self._pending.unfinished_tasks
+                or self._behind is not None
+                or (merged and self._merge_wanted)
+            ):
+                self._enqueue(_wake)  # the thread may be collecting a batch, or idling
+            while (
+                self._pending.unfinished_tasks
+                or self._behind is not None
+                or (merged and (self._merging or self._merge_wanted))
+            ):
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.01)
+            return True
+        finally:
+            with self._pending_lock:
+                self._waiters -= 1
+                self._merge_waiters -= merged
+
+
+def _wake() -> None:
+    """A job that does nothing: it ends a batch being collected, or an idle wait, at once."""
