@@ -17,8 +17,8 @@ takes seconds, so both are kept and brought up to date from what changed since:
   delete, a rebuild, two compactions unseen) drops them, to be built again when next asked
   for.  Sorted orders are made on first use, and a request turns only the entries it shows
   into :class:`PageInfo`.  The rows are flat columns (:mod:`.host_rows`, about 120 bytes a
-  page).  At most :data:`MAX_LISTED` rows are kept in all (the hosts used least recently are dropped), and a
-  listing no page asked for in :data:`LISTING_IDLE` seconds is let go.
+  page).  At most :data:`MAX_LISTED` rows are kept in all (the hosts used least recently are
+  dropped), and a listing no page asked for in :data:`LISTING_IDLE` seconds is let go.
 
 Everything here is called from worker threads; one lock per cache serializes it.
 """
