@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..http.policy import is_good, is_servable
+from .index_lines import INDEXED_TYPES
 from .warc import StoredRecord
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ __all__ = [
 #: recorded do not start another purge at once
 LOW_WATER = 0.9
 DAY = 86400.0
-CAPTURES = ("response", "revisit")  # the record types a page's captures are
+CAPTURES = INDEXED_TYPES  # the record types a page's captures are
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,13 @@ from datetime import datetime
 from pathlib import Path
 
 from ..archive.cdxj import CDXJRecord
+from ..archive.index_lines import INDEXED_TYPES
 from ..archive.store import WARC_SUFFIX
 from ..http.policy import is_good, is_servable
 from ..url import url_hash
 from ..url.surt import host_surt
 
-__all__ = ["INDEXED_TYPES", "HostRows", "PageInfo", "host_of", "split_hostport"]
-
-INDEXED_TYPES = ("response", "revisit")
+__all__ = ["HostRows", "PageInfo", "host_of", "split_hostport"]
 
 
 @dataclass(frozen=True)

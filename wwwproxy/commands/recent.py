@@ -20,13 +20,14 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from ..archive.cdxj import CDXJError, CDXJRecord
+from ..archive.index_lines import INDEXED_TYPES
 from ..archive.store import Store
 from .listing import following
 
 __all__ = ["MAX_RECENT", "Capture", "Recent", "captures_between"]
 
 MAX_RECENT = 100_000
-_TYPES = ("response", "revisit")
+_TYPES = INDEXED_TYPES
 _TYPES_B = (b"response", b"revisit")
 
 
