@@ -5,8 +5,9 @@ Each cycle: ``python -m wwwproxy serve`` starts offline on the same cache; every
 client received whole before the earlier kills (the newest ``--check`` of them) is asked for
 and must be served byte for byte (anything else is "lost", a different body "torn"); the proxy
 goes online, eight clients fetch distinct URLs (50 to 600 KB, trickled) through it, and it is
-killed with SIGKILL after 0.3 to 1.2 s; then ``index check`` (and ``index rebuild`` when the check
-is not clean: it must leave nothing and lose nothing) and warcio reading every WARC file.
+killed with SIGKILL after 0.3 to 1.2 s; then ``index check`` (and ``index rebuild`` when the
+check is not clean: it must leave nothing and lose nothing) and warcio reading every WARC file
+that is new or changed since the cycle before (the others were read whole already).
 
 Printed: a line per 20 cycles, and at the end the table the issue asks for: cycles tried,
 failed (a cycle with any problem), responses received whole, offline checks, lost, torn
@@ -63,6 +64,23 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+def read_changed_files(cache: Path, seen: dict[Path, tuple[int, int]]) -> int:
+    """warcio reads (digests checked) every cache file that is new or changed since the last
+    call: the files no cycle touched were read whole before, and reading them all again made
+    each cycle cost more than the one before. Returns how many files were read."""
+    changed = []
+    for path in sorted(cache.rglob("*.warc.gz")):
+        st = path.stat()
+        if seen.get(path) != (st.st_size, st.st_mtime_ns):
+            changed.append((path, (st.st_size, st.st_mtime_ns)))
+    for path, signature in changed:
+        with open(path, "rb") as f:
+            for record in k9.ArchiveIterator(f, check_digests=True):
+                record.content_stream().read()
+        seen[path] = signature
+    return len(changed)
+
+
 def index_state(cache: Path) -> tuple[bool, bool, str]:
     """(check was clean, rebuild was needed and failed or lost a record, problem text)."""
     store = k9.Store(cache)
@@ -87,6 +105,7 @@ async def run(cycles: int, check: int, seed: int) -> int:
     numbers = itertools.count()
     check_times: list[float] = []
     peak_rss = 0.0
+    read_whole: dict[Path, tuple[int, int]] = {}
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="wwwproxy-kill9-") as tmp:
         cache = Path(tmp) / "cache"
@@ -154,7 +173,7 @@ async def run(cycles: int, check: int, seed: int) -> int:
                         problem = True
                         print(f"cycle {cycle}: rebuild: {text}")
                     try:
-                        k9.every_file_reads_whole(cache)
+                        read_changed_files(cache, read_whole)
                     except Exception as exc:  # noqa: BLE001 (counted and shown)
                         counts["unreadable"] += 1
                         problem = True

@@ -273,6 +273,58 @@ def test_check_reports_bad_lines_and_refs_with_places(tmp_path: Path) -> None:
     assert store.get(url) is not None
 
 
+def _with(record: CDXJRecord, *, record_type: str | None = None, ref: str | None = None) -> str:
+    """The index line of ``record`` with its type or ref changed."""
+    fields = dict(record.fields)
+    if ref is not None:
+        fields["ref"] = ref
+    return CDXJRecord(
+        key=record.key,
+        timestamp=record.timestamp,
+        record_type=record_type or record.record_type,
+        fields=fields,
+    ).to_line()
+
+
+@pytest.mark.parametrize(
+    ("line_of", "message"),
+    [
+        # (index line of the stored response, offset of its request record) -> a wrong line
+        (
+            lambda good, request_at: _with(good, record_type="revisit"),
+            "is a response record, the line says revisit",
+        ),
+        (
+            lambda good, request_at: _with(good, ref=good.ref.split("#")[0] + f"#{request_at}"),
+            "is a request record, the line says response",
+        ),
+        (
+            lambda good, request_at: _with(
+                good, ref=make_ref(url_hash("http://example.com/y") + ".warc.gz", 0)
+            ),
+            "is not the cache file of",
+        ),
+    ],
+    ids=["type-differs", "ref-to-request-record", "ref-to-another-key-file"],
+)
+def test_check_says_what_is_wrong_with_a_ref(tmp_path: Path, line_of, message: str) -> None:
+    """check_index reads the cache files once; a line whose ref that scan did not match is
+    still reported with what the record there is."""
+    store = Store(tmp_path)
+    url, key, lines = put(store, "http://example.com/x", b"x")
+    put(store, "http://example.com/y", b"y")
+    assert store.check_index() == []
+    with open(store.path_for(url, key), "rb") as f:
+        it = ArchiveIterator(f)
+        offsets = {r.rec_type: it.get_record_offset() for r in it}
+    line = line_of(lines[0], offsets["request"])
+    assert line != lines[0].to_line()
+    with open(store.index.journal_path, "a", encoding="utf-8") as f:
+        f.write(line)
+    problems = store.check_index()
+    assert any(message in p for p in problems), problems
+
+
 def cut(path: Path, size: int) -> None:
     with open(path, "r+b") as f:
         f.truncate(size)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..url import surt
@@ -63,6 +64,14 @@ def scan(
 ) -> Iterator[CDXJRecord]:
     """Index lines for every complete record in every cache file; with ``repaired``, torn
     tails are cut off each file first (:func:`repair_file`) and said there."""
+    for _, line in _scan_files(store, problems, repaired):
+        yield line
+
+
+def _scan_files(
+    store: Store, problems: list[str], repaired: list[str] | None = None
+) -> Iterator[tuple[Path, CDXJRecord]]:
+    """:func:`scan`'s lines, each with the cache file it was read from."""
     for path in store.warc_files():
         if repaired is not None:
             try:
@@ -86,7 +95,7 @@ def scan(
                     problems.append(f"{path}: at offset {rec.offset}: record has no key or URI")
                     continue
                 try:
-                    yield index_line(key, rec, name, rec.offset, rec.length)
+                    yield path, index_line(key, rec, name, rec.offset, rec.length)
                 except (CDXJError, ValueError) as exc:
                     problems.append(f"{path}: at offset {rec.offset}: {exc}")
         except OSError as exc:  # unreadable (permissions) or gone: the other files still count
@@ -104,36 +113,64 @@ def rebuild_index(store: Store, repaired: list[str] | None = None) -> tuple[int,
 
 def check_index(store: Store) -> list[str]:
     """Every index problem: malformed or unsorted lines, refs to missing files or to
-    offsets that hold no matching record, and cache records the index lacks."""
+    offsets that hold no matching record, and cache records the index lacks.
+
+    The cache files are read once (the scan a rebuild makes); only a line whose ref the
+    scan did not find is looked up on its own, to say what is wrong with it."""
     problems = store.index.check()
-    indexed: set[tuple[str, int]] = set()
+    #: (cache file, offset) -> (where, the line) for every index line that names a cache file
+    wanted: dict[tuple[str, int], tuple[str, CDXJRecord]] = {}
     for source, lineno, record in _index_lines(store):
         where = f"{source}:{lineno}"
         ref = record.warcfile
         if ref is None:
             problems.append(f"{where}: ref {record.ref!r} is not a warcfile: reference")
             continue
-        name, offset = ref
         try:
-            path = store.resolve_warcfile(name, record.uri)
-            stored = read_record_at(path, offset)
-        except (StoreError, WARCFormatError, OSError) as exc:
+            path = store.resolve_warcfile(ref[0], record.uri)
+        except StoreError as exc:
             problems.append(f"{where}: ref {record.ref}: {exc}")
             continue
-        indexed.add((name, offset))
-        if stored.rec_type != record.record_type:
+        wanted[(str(path), ref[1])] = (where, record)
+    scan_problems: list[str] = []
+    seen: set[tuple[str, int]] = set()
+    for path, line in _scan_files(store, scan_problems):
+        ref = line.warcfile
+        if ref is None:
+            continue
+        place = (str(path), ref[1])
+        seen.add(place)
+        if place not in wanted:
+            problems.append(f"{ref[0]}#{ref[1]}: record not in the index ({line.uri})")
+            continue
+        where, record = wanted[place]
+        if line.record_type != record.record_type:
             problems.append(
-                f"{where}: ref {record.ref} is a {stored.rec_type} record, "
+                f"{where}: ref {record.ref} is a {line.record_type} record, "
                 f"the line says {record.record_type}"
             )
-        if (stored.archive_key or stored.target_uri) != record.uri:
-            problems.append(f"{where}: ref {record.ref} holds another URL ({stored.target_uri})")
-    scan_problems: list[str] = []
-    for line in scan(store, scan_problems):
-        ref = line.warcfile
-        if ref is not None and ref not in indexed:
-            problems.append(f"{ref[0]}#{ref[1]}: record not in the index ({line.uri})")
+        if line.uri != record.uri:
+            problems.append(f"{where}: ref {record.ref} holds another URL ({line.uri})")
+    for place, (where, record) in wanted.items():
+        if place not in seen:  # no indexed record there: read it to say why
+            problems.extend(_unmatched(where, record, Path(place[0]), place[1]))
     return problems + scan_problems
+
+
+def _unmatched(where: str, record: CDXJRecord, path: Path, offset: int) -> list[str]:
+    """What is wrong with an index line whose ref the scan found no indexed record at."""
+    try:
+        stored = read_record_at(path, offset)
+    except (WARCFormatError, OSError) as exc:
+        return [f"{where}: ref {record.ref}: {exc}"]
+    if stored.rec_type != record.record_type:
+        return [
+            f"{where}: ref {record.ref} is a {stored.rec_type} record, "
+            f"the line says {record.record_type}"
+        ]
+    if (stored.archive_key or stored.target_uri) != record.uri:
+        return [f"{where}: ref {record.ref} holds another URL ({stored.target_uri})"]
+    return [f"{where}: ref {record.ref}: the record there could not be indexed"]
 
 
 def _index_lines(store: Store) -> Iterator[tuple[str, int, CDXJRecord]]:
