@@ -40,10 +40,11 @@ from typing import TYPE_CHECKING
 from ...http.policy import is_good
 from ..cdxj import CDXJRecord
 from ..store import StoreError
-from .capture import READ_ERRORS, Given, payload_document, read_text, wants_text
+from .capture import READ_ERRORS, Given, read_text, wants_text
 from .schema import FTS, Text, create_fts, open_schema, write_fts
 from .searching import Searcher, SearchHit, SearchResults
-from .text import MAX_TEXT, MAX_TITLE, clean, extract_text
+from .text import MAX_TEXT, MAX_TITLE, clean
+from .textproc import PageError, TextHelper, page_text
 from .worker import BATCH, Capture, Follower, IndexWorker
 
 if TYPE_CHECKING:
@@ -85,6 +86,8 @@ class SearchIndex(IndexWorker, Searcher):
         self._merge_waiters = 0  # ... and those waiting for the merge too (flush)
         #: the store whose pages did not fit the queue: caught up from its index (_catch_up)
         self._behind: Store | None = None
+        #: makes the recorded pages' text in a process of its own (see .textproc)
+        self._texts = TextHelper()
         try:
             with self._lock:
                 # before anything is written: a new file gives merged-away pages back
@@ -155,6 +158,7 @@ class SearchIndex(IndexWorker, Searcher):
         with self._lock:
             self._closed = True
             self._conn.close()
+        self._texts.stop()
 
     def _meta(self, name: str) -> int:
         with self._lock:
@@ -196,25 +200,26 @@ class SearchIndex(IndexWorker, Searcher):
         there to be read again: a rebuild or compaction drops it."""
         title, text = clean(title)[:MAX_TITLE], clean(text)[:MAX_TEXT]
         with self._write_lock:
-            self._put(None, key, url, title, text, mime, status, fetched, file, None)
+            new = Text.of(title, text) if title or text else None
+            self._put(None, key, url, new, mime, status, fetched, file, None)
 
     def _put(
         self,
         store: Store | None,
         key: str,
         url: str,
-        title: str,
-        text: str,
+        new: Text | None,
         mime: str | None,
         status: int | None,
         fetched: str | None,
         file: str | None,
         pos: int | None,
     ) -> None:
-        """Upsert a page's row; index its text unless it is the text already indexed; take the
-        old text's terms out when it can be read again (else they are garbage).  Under the
-        write lock: no other writer changes the full-text tables in between."""
-        new = Text.of(title, text) if title or text else None
+        """Upsert a page's row; index its text (``new``: None if it has none) unless it is
+        the text already indexed; take the old text's terms out when it can be read again
+        (else they are garbage).  Under the write lock: no other writer changes the
+        full-text tables in between."""
+        title = new.title if new is not None else ""
         new_digest = new.digest if new is not None else None
         with self._lock:
             row = self._conn.execute(
@@ -293,10 +298,17 @@ class SearchIndex(IndexWorker, Searcher):
             row = self._conn.execute("SELECT status FROM pages WHERE key = ?", (key,)).fetchone()
         return row is not None and isinstance(row[0], int) and is_good(row[0])
 
-    def index_capture(self, store: Store, line: CDXJRecord, given: Given | None = None) -> bool:
-        """Index the capture an index line points at (its payload ``given`` as recorded, else
-        read from the file); False if it was not readable, or its cache file is gone (deleted
-        while it waited to be indexed: it must not come back)."""
+    def index_capture(
+        self,
+        store: Store,
+        line: CDXJRecord,
+        given: Given | None = None,
+        made: Text | PageError | None = None,
+    ) -> bool:
+        """Index the capture an index line points at (its payload ``given`` as recorded, its
+        text ``made`` from it already by :func:`.textproc.page_text` if given, else read from
+        the file); False if it was not readable, or its cache file is gone (deleted while it
+        waited to be indexed: it must not come back)."""
         key = line.uri
         status = line.fields.get("hsc")
         if status == 304:
@@ -314,16 +326,21 @@ class SearchIndex(IndexWorker, Searcher):
                 return True  # an error answer never replaces the good page (keep-the-good-copy)
             file, pos = ref
             mime = line.fields.get("mct")
-            title = text = ""
+            new: Text | None = None
             if wants_text(line):
                 try:
-                    if given is not None:
-                        title, text = extract_text(*payload_document(given.payload, given.headers))
-                    else:
-                        title, text = read_text(store, key, file, pos)
+                    if made is None:
+                        made = (
+                            page_text(given.payload, given.headers)
+                            if given is not None
+                            else Text.of(*read_text(store, key, file, pos))
+                        )
+                    if isinstance(made, PageError):
+                        raise made
+                    new = made if made.title or made.text else None
                 except READ_ERRORS as exc:
                     log.warning("search: %s not indexed: %s", key, exc)
-            self._put(store, key, key, title, text, mime, status, line.timestamp, file, pos)
+            self._put(store, key, key, new, mime, status, line.timestamp, file, pos)
         return True
 
     def remove(self, key: str) -> bool:

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from ...url import URL
     from ..store import RecordedPayload, Store
     from .index import SearchIndex
+    from .schema import Text
+    from .textproc import PageError, TextHelper
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +111,7 @@ class IndexWorker:
     _waiters: int
     _merge_waiters: int
     _behind: Store | None
+    _texts: TextHelper
 
     def _reserve(self, size: int) -> bool:
         """Room for a handed-over payload of ``size`` bytes in the queue?  (Taken if so;
@@ -162,7 +165,12 @@ class IndexWorker:
                 with self._pending_lock:
                     if self._pending.empty() and self._behind is None:
                         self._worker = None
-                        return
+                        idle = True
+                    else:
+                        idle = False
+                if idle:  # the text helper goes too (a later page starts another)
+                    self._texts.stop()
+                    return
                 continue
             jobs = self._collect(job)
             if any(isinstance(job, Capture) for job in jobs):
@@ -247,9 +255,10 @@ class IndexWorker:
         indexed in a transaction of its own (the failing one logged, the others kept).  A full
         disk ends it (the caller says so once)."""
         try:
+            made = self._made(captures)
             with self._batch():
-                for capture in captures:
-                    self.index_capture(capture.store, capture.line, capture.given)
+                for capture, text in zip(captures, made, strict=True):
+                    self.index_capture(capture.store, capture.line, capture.given, text)
             return
         except sqlite3.Error as exc:
             if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
@@ -265,6 +274,16 @@ class IndexWorker:
                 log.exception("search index: %s not indexed", capture.line.uri)
             except Exception:  # noqa: BLE001
                 log.exception("search index: %s not indexed", capture.line.uri)
+
+    def _made(self, captures: list[Capture]) -> list[Text | PageError | None]:
+        """The text of each page of a batch handed over with its payload, made in the text
+        helper while the batch waits (None: not handed over, or no text is indexed)."""
+        wanted = [i for i, c in enumerate(captures) if c.given is not None and wants_text(c.line)]
+        made: list[Text | PageError | None] = [None] * len(captures)
+        pages = [(captures[i].given.payload, captures[i].given.headers) for i in wanted]  # type: ignore[union-attr]
+        for i, text in zip(wanted, self._texts.texts(pages), strict=True):
+            made[i] = text
+        return made
 
     def _merge_if_due(self) -> bool:
         """Merge each full-text table into one b-tree when enough pages came since the last
