@@ -487,3 +487,25 @@ def test_style_element_content_is_not_entity_decoded() -> None:
         "http://example.com/x.png?a=1&b=2",  # &amp; stays in CSS; the canonical query merges it
         "http://example.com/y.png?a&b",
     ]
+
+
+REQUISITES_ONLY_PAGES = [
+    REALISTIC_PAGE,
+    # an <a> before the image it points to; a styled <a>, whose style holds a requisite
+    '<a href="x.png">x</a><img src="x.png"><a href="p.html" style="background:url(bg.png)">p</a>',
+    # an <a> whose attributes are not plain (passed over or not, the same requisites)
+    "<a href=a.html title='<img src=no.png>'>a</a><a\nhref=b.html/><img src=yes.png>",
+    '<base href="/other/"><area href="m.html"><a href=q.html><img src="in-other.png">',
+    '<table background="t.png"><tr><td><a href="c.html"><img src="c.png"></a></table>',
+]
+
+
+@pytest.mark.parametrize("page", REQUISITES_ONLY_PAGES)
+def test_requisites_only_are_the_requisites_of_the_whole_list(page: str) -> None:
+    """A page at the crawl's last level is read for its requisites alone: the same ones,
+    in the same order, as the whole list has."""
+    every = extract_html_links(page, PAGE_URL)
+    only = extract_html_links(page, PAGE_URL, hyperlinks=False)
+    assert only == [link for link in every if link.requisite]
+    assert any(link.requisite for link in only)
+    assert any(not link.requisite for link in every)

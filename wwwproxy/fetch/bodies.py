@@ -63,9 +63,10 @@ def read_decoded(entry: Response, limit: int = MAX_PARSE) -> bytes:
     return bytes(out)
 
 
-def page_links(entry: Response, base: str) -> list[Link]:
+def page_links(entry: Response, base: str, *, hyperlinks: bool = True) -> list[Link]:
     """The links of a cached HTML page or style sheet (none for other types), resolved
-    against ``base`` (blocking: call in a thread).  ValueError if the body cannot be decoded."""
+    against ``base`` (blocking: call in a thread); ``hyperlinks`` False: only its requisites.
+    ValueError if the body cannot be decoded."""
     content_type = get_header(entry.headers, "Content-Type")
     html, css = is_html(content_type), is_css(content_type)
     if not (html or css):
@@ -73,7 +74,7 @@ def page_links(entry: Response, base: str) -> list[Link]:
     data = read_decoded(entry)
     charset = charset_param(content_type)
     if html:
-        return extract_html_links(data, base, encoding=charset)
+        return extract_html_links(data, base, encoding=charset, hyperlinks=hyperlinks)
     return extract_css_links(data, base, encoding=charset)
 
 

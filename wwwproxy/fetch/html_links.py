@@ -227,18 +227,22 @@ _WANTED = frozenset(
     | {"body", "table", "tr", "td", "th"}
     | set(_SRC_KIND)
 )
+#: ... when only requisites are wanted: hyperlinks' tags are passed over unread (most of the
+#: tags a page's scan stops at), unless a ``style`` attribute may hold a requisite
+_WANTED_REQUISITES = _WANTED - {"a", "area"}
 
 
 class _Collector:
     """Collects raw URL attribute values in document order; resolution happens afterwards,
     because ``<base href>`` applies to the whole document, even to links before it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, hyperlinks: bool = True) -> None:
         self.items: list[tuple[str, str, bool, bool]] = []
         self.base_href: str | None = None
+        self.hyperlinks = hyperlinks
 
     def add(self, value: str | None, kind: str, requisite: bool = True) -> None:
-        if value:
+        if value and (requisite or self.hyperlinks):
             self.items.append((value, kind, requisite, False))
 
     def start_tag(self, tag: str, a: dict[str, str]) -> None:
@@ -293,16 +297,19 @@ def _scan(text: str, collector: _Collector, *, pass_over: bool = True) -> None:
     at, and the content of ``<style>`` elements.  ``pass_over`` False takes every token one
     by one (the same result, slower: for the tests)."""
     start_tag = collector.start_tag
-    for _, end, tag, attrs, text_end in start_tags(text, _WANTED, pass_over=pass_over):
+    wanted = _WANTED if collector.hyperlinks else _WANTED_REQUISITES
+    for _, end, tag, attrs, text_end in start_tags(text, wanted, pass_over=pass_over):
         start_tag(tag, attrs)
         if text_end > end and tag == "style":
             collector.style_element(text[end:text_end])
 
 
 def extract_html_links(
-    html: str | bytes, base_url: str, *, encoding: str | None = None
+    html: str | bytes, base_url: str, *, encoding: str | None = None, hyperlinks: bool = True
 ) -> list[Link]:
     """Every link and requisite of an HTML page, canonical, first occurrence first.
+    ``hyperlinks`` False: the requisites only (a page at the crawl's last level: its links
+    are not followed), the same as those of the whole list, found in less time.
 
     ``base_url`` is the page's own URL; the first ``<base href>`` (resolved against it) takes
     over when it is an http(s) URL. ``encoding`` is the page's encoding as the Content-Type
@@ -314,7 +321,7 @@ def extract_html_links(
         text, codec = _decode_html(bytes(html), encoding)
     else:
         text, codec = html, web_codec(encoding) or "utf-8"
-    collector = _Collector()
+    collector = _Collector(hyperlinks=hyperlinks)
     _scan(text.replace("\x00", "\ufffd"), collector)  # NUL as the HTML tokenizer does
     query_codec = None if is_utf(codec) else codec
     base = page_base(base_url)

@@ -392,10 +392,13 @@ class Prefetcher:
             raise ValueError("it is not in the cache")
         return read_decoded(readable, 512 * 1024)
 
-    def _links(self, url: URL, entry: Response) -> list[Link]:
-        """The links of a page or style sheet (blocking)."""
+    def _links(self, url: URL, entry: Response, hyperlinks: bool) -> list[Link]:
+        """The links of a page or style sheet (blocking); ``hyperlinks`` False: its
+        requisites only."""
         readable = self._readable(url, entry)
-        return page_links(readable, url.file) if readable is not None else []
+        if readable is None:
+            return []
+        return page_links(readable, url.file, hyperlinks=hyperlinks)
 
     @staticmethod
     def _result(url: URL, entry: CachedEntry | Recorded, *, fetched: bool) -> Result:
@@ -432,8 +435,10 @@ class Prefetcher:
         css = is_css(content_type) and self.options.requisites
         if not (html or css):
             return
+        # a page at the last level leads only to its requisites: its hyperlinks are not read
+        follow = task.level < self.options.depth
         try:
-            links = await asyncio.to_thread(self._links, url, entry)
+            links = await asyncio.to_thread(self._links, url, entry, follow)
         except (ValueError, OSError) as exc:
             log.warning("%s: links not followed: %s", url.file, exc)
             return
