@@ -4,6 +4,14 @@ everything else handed to aiohttp on the same connection, from the first byte it
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+
+import httptools
+import pytest
+from multidict import CIMultiDict
+
+from wwwproxy.proxy.front import _Head, _Headers
+from wwwproxy.recording.engine import PSEUDONYM
 
 from .conftest import LARGE_BODY, read_response
 
@@ -209,3 +217,82 @@ async def test_mutated_request_heads_never_crash_either_front(make_proxy, origin
         await proxy.raw(bytes(head), timeout=0.05)  # incomplete heads wait: do not
     again = await proxy.get(url)
     assert (again.status, again.body) == (200, origin.HTML)
+
+
+# --- the request head as the fast front reads it -------------------------------------------
+
+HEAD_CASES = [
+    # (the header lines, what the case is about)
+    ("Host: x", "one header"),
+    ("Host: x\r\nCache-Control: max-age=0\r\ncache-control: no-cache", "the first of a name"),
+    ("Host: x\r\nPRAGMA: no-cache", "any case"),
+    ("Host: x\r\nAccept-Encoding: gzip\r\nAccept-Encoding: br", "first of a repeated one"),
+    ('Host: x\r\nRange: bytes=0-1\r\nIf-None-Match: "a"', "conditional"),
+    ("Host: x\r\nVia: 1.1 other\r\nVia: 1.1 wwwproxy", "our Via in a second header"),
+    ("Host: x\r\nvia: 1.1 wwwproxy, 1.0 other", "our Via first"),
+    ("Host: x\r\nVia: 1.1 other", "someone else's Via"),
+    ("Host: x\r\nX-Empty:", "an empty value"),
+]
+ASKED = ["Host", "cache-control", "Pragma", "Accept-Encoding", "range", "Via", "X-Empty", "Nope"]
+
+
+@pytest.mark.parametrize(("lines", "about"), HEAD_CASES, ids=[c[1] for c in HEAD_CASES])
+def test_the_parsed_head_answers_as_a_case_insensitive_multidict(lines: str, about: str) -> None:
+    """The fast front keeps each header's first value by lower-case name and answers ``get``
+    and ``in`` from it: the same answers CIMultiDict gives over the whole head."""
+    parsed = _Head()
+    parser = httptools.HttpRequestParser(parsed)
+    parser.feed_data(f"GET http://example.com/ HTTP/1.1\r\n{lines}\r\n\r\n".encode())
+    assert parsed.complete
+    full = CIMultiDict(parsed.headers)
+    view = _Headers(parsed.first)
+    for name in ASKED:
+        assert view.get(name) == full.get(name), name
+        assert (name in view) == (name in full), name
+        assert view.get(name, "-") == full.get(name, "-"), name
+    assert len(view) == len({n.lower() for n in full})
+    assert parsed.conditional == any(n.lower() in ("range", "if-none-match") for n in full)
+    assert parsed.looped == any("wwwproxy" in v for n, v in full.items() if n.lower() == "via")
+
+
+async def test_a_request_that_came_through_this_proxy_is_left_to_aiohttp(make_proxy, origin):
+    """Our pseudonym in any Via header (a loop): the fast front does not answer it."""
+    proxy, url = await offline_with_copy(make_proxy, origin)
+    await proxy.get(url)  # into memory
+    front = proxy.running.front
+    before = front.answered
+    await proxy.get(url, headers=[("Via", "1.1 other"), ("Via", f"1.1 {PSEUDONYM}")])
+    assert front.answered == before
+    assert (await proxy.get(url)).status == 200
+    assert front.answered == before + 1
+
+
+async def test_a_reload_that_stops_caching_a_url_stops_its_fast_answers(make_proxy, origin):
+    """Which targets the fast front may answer is remembered per configuration: a reload
+    that puts the URL under dont_cache is obeyed at once."""
+    proxy, url = await offline_with_copy(make_proxy, origin)
+    await proxy.get(url)  # into memory
+    front = proxy.running.front
+    before = front.answered
+    assert (await proxy.get(url)).header("X-Cache") == "HIT"
+    assert front.answered == before + 1
+    services = proxy.running.services
+    services.reload(dataclasses.replace(services.config, dont_cache=(url,)))
+    await proxy.get(url)
+    assert front.answered == before + 1
+
+
+async def test_answers_within_one_second_share_a_head_and_age_counts_on(make_proxy, origin):
+    """The usual head (HTTP/1.1, keep-alive) is made once per second of Date and of time in
+    the cache: two answers in a row carry the same Date and Age as a fresh rendering would,
+    and an answer a second later an Age one higher or more."""
+    proxy, url = await offline_with_copy(make_proxy, origin)
+    await proxy.get(url)  # into memory
+    first = await proxy.get(url)
+    second = await proxy.get(url)
+    assert first.status == second.status == 200
+    if first.header("Date") == second.header("Date"):
+        assert int(second.header("Age")) - int(first.header("Age")) in (0, 1)
+    await asyncio.sleep(1.1)
+    later = await proxy.get(url)
+    assert int(later.header("Age")) >= int(first.header("Age")) + 1

@@ -94,8 +94,9 @@ class MemoryCache:
         if self.max_bytes <= 0:
             return None
         slot = (key, prefer_good)
-        with self._lock:
-            hot = self._items.get(slot)
+        # no lock to read or reorder: each is one step of the dictionary under the GIL (the
+        # lock keeps the byte count and the items together, which only put and drop change)
+        hot = self._items.get(slot)
         if hot is None:
             self.misses += 1
             return None
@@ -103,9 +104,10 @@ class MemoryCache:
             self._drop(slot, hot)
             self.misses += 1
             return None
-        with self._lock:
-            if self._items.get(slot) is hot:
-                self._items.move_to_end(slot)
+        try:  # noqa: SIM105 (contextlib.suppress costs more than the rest of this)
+            self._items.move_to_end(slot)  # another copy put meanwhile is as recent
+        except KeyError:
+            pass  # dropped or evicted meanwhile: this one is still what the file held
         self.hits += 1
         return hot.entry
 

@@ -19,7 +19,7 @@ import dataclasses
 import functools
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from aiohttp import web
 
     from ..archive.store import CachedEntry, Store
+    from ..recording.services import Services
     from .server import ProxyServer
 
 __all__ = ["FastFront", "FrontListener"]
@@ -55,6 +56,8 @@ HEAD_TIMEOUT = 20.0
 #: dropped meanwhile, and it no longer counts against the caps)
 REFUSED_LINGER = 1.0
 MAX_BUFFERED = 4 * 1024 * 1024  # answers waiting for a slow browser before aiohttp takes over
+#: bodies up to this are joined to their head for one write; larger ones are not copied
+JOINED_BODY = 16 * 1024
 MAX_HEAD = 16 * 1024  # as aiohttp's max_line_size/max_field_size: longer heads go to aiohttp
 _FAST_START = b"GET http://"  # how every request the fast path answers begins
 #: request headers that make a request one the fast path does not take
@@ -63,13 +66,23 @@ _SLOW_HEADERS = frozenset(
 )
 
 
-@functools.lru_cache(maxsize=4096)
-def _canonical(target: str, local_host: str) -> URL | None:
-    """Canonical URLs of absolute-form targets, cached: the same pages are asked again."""
+#: targets whose route (:meth:`FrontListener.route`) is remembered, per configuration
+ROUTES_KEPT = 4096
+
+
+def _route(target: str, services: Services) -> URL | None:
+    """The canonical URL of an absolute-form target the fast path may answer from the cache:
+    an http:// URL, not naming the proxy itself, that no ``dont_get``/``dont_cache``/
+    ``local_net`` pattern covers (those are never cache hits: aiohttp's path); else None."""
     try:
-        return canonicalize(target, local_host=local_host)
+        url = canonicalize(target, local_host=services.local_host)
     except InvalidURL:
         return None
+    if url.proto != "http" or services.is_own(url):
+        return None
+    if not services.filters.verdict(url).cache:
+        return None
+    return url
 
 
 @functools.lru_cache(maxsize=256)
@@ -121,7 +134,17 @@ class _Rendered:
     conditions: everything but ``Age``, ``Date`` (when the recording has none) and
     ``Connection``, which depend on the moment and the request."""
 
-    __slots__ = ("status", "rest", "http11", "recorded", "initial_age", "date", "coding")
+    __slots__ = (
+        "status",
+        "rest",
+        "http11",
+        "recorded",
+        "initial_age",
+        "date",
+        "coding",
+        "moment",
+        "kept_alive",
+    )
 
     def __init__(self, entry: CachedEntry) -> None:
         # as for a browser that takes any coding: one that does not is checked per request
@@ -139,6 +162,10 @@ class _Rendered:
         coding = get_header(entry.headers, "Content-Encoding")
         #: a coding the browser must accept, or the aiohttp path decodes it on the way
         self.coding = coding if coding and not bodiless(entry) and decodes(coding) else None
+        #: the HTTP/1.1 keep-alive head (the usual one) as made at ``moment`` (the second
+        #: of Date, and of the time in the cache): Age and Date change once a second
+        self.moment = (-1, -1)
+        self.kept_alive = b""
 
     @classmethod
     def of(cls, entry: CachedEntry) -> _Rendered:
@@ -150,10 +177,21 @@ class _Rendered:
 
     def head(self, version: str, keep_alive: bool) -> bytes:
         now = time.time()
-        age = self.initial_age + max(0, int(now - self.recorded))
+        resident = int(now - self.recorded)
+        usual = keep_alive and version == "1.1"
+        if usual and (int(now), resident) == self.moment:
+            return self.kept_alive
+        age = self.initial_age + max(0, resident)
+        if usual:
+            head = self._make(self.http11, age, b"")
+            self.moment, self.kept_alive = (int(now), resident), head
+            return head
         start = self.http11 if version == "1.1" else b"HTTP/" + version.encode() + self.rest
+        return self._make(start, age, _connection(version, keep_alive))
+
+    def _make(self, start: bytes, age: int, connection: bytes) -> bytes:
         date = b"Date: " + _http_now() + b"\r\n" if self.date else b""
-        return b"%sAge: %d\r\n%s%s\r\n" % (start, age, date, _connection(version, keep_alive))
+        return b"%sAge: %d\r\n%s%s\r\n" % (start, age, date, connection)
 
 
 class _Head:
@@ -166,33 +204,79 @@ class _Head:
     def on_message_begin(self) -> None:
         self.url = b""
         self.headers: list[tuple[str, str]] = []
-        self.complete = self.slow = self.conditional = False
+        #: the first value of each header, by lower-case name (what CIMultiDict.get gives)
+        self.first: dict[str, str] = {}
+        self.complete = self.slow = self.conditional = self.looped = False
 
     def on_url(self, url: bytes) -> None:
         self.url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        text = name.decode("latin-1")
-        self.headers.append((text, value.decode("latin-1")))
+        text, data = name.decode("latin-1"), value.decode("latin-1")
+        self.headers.append((text, data))
         lower = text.lower()
+        first = self.first
+        if lower not in first:
+            first[lower] = data
         if lower in _SLOW_HEADERS:
             self.slow = True
         elif lower in CONDITIONAL_HEADERS:
             self.conditional = True
+        elif lower == "via" and PSEUDONYM in data:
+            self.looped = True  # our own request come back (any Via header: aiohttp judges)
 
     def on_message_complete(self) -> None:
         self.complete = True
 
 
-@dataclass(frozen=True)
+class _Headers(Mapping[str, str]):
+    """A request's headers as a case-insensitive mapping to each name's first value (what
+    ``CIMultiDict.get`` gives), over the values the parser noted: no dictionary is built per
+    request for the few names a hit asks about."""
+
+    __slots__ = ("_first",)
+
+    def __init__(self, first: dict[str, str]) -> None:
+        self._first = first
+
+    def __getitem__(self, name: str) -> str:
+        return self._first[name.lower()]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._first.get(name.lower(), default)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._first
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._first)
+
+    def __len__(self) -> int:
+        return len(self._first)
+
+
 class _Request:
-    target: str
-    url: URL
-    headers: CIMultiDict[str]
-    header_list: list[tuple[str, str]]
-    version: str
-    keep_alive: bool
-    conditional: bool  # the browser's own validators (or a range) are in it
+    """One request head the fast path may answer."""
+
+    __slots__ = ("target", "url", "headers", "header_list", "version", "keep_alive", "conditional")
+
+    def __init__(
+        self,
+        target: str,
+        url: URL,
+        headers: _Headers,
+        header_list: list[tuple[str, str]],
+        version: str,
+        keep_alive: bool,
+        conditional: bool,  # the browser's own validators (or a range) are in it
+    ) -> None:
+        self.target = target
+        self.url = url
+        self.headers = headers
+        self.header_list = header_list
+        self.version = version
+        self.keep_alive = keep_alive
+        self.conditional = conditional
 
 
 class FastFront(asyncio.Protocol):
@@ -209,6 +293,7 @@ class FastFront(asyncio.Protocol):
         self.handler_factory = handler_factory
         self.open_set = open_set
         self.transport: asyncio.Transport | None = None
+        self.loop = asyncio.get_running_loop()
         #: the transport as counted by the connection caps, until it ends or is handed on
         self.counted: asyncio.BaseTransport | None = None
         self.buffer = bytearray()
@@ -267,7 +352,7 @@ class FastFront(asyncio.Protocol):
         closed (one that sends a head byte by byte does not hold a socket for ever).  The timer
         is not moved on every request (that costs more than the rest of a hit's bookkeeping):
         when it fires early it sleeps again for what is left."""
-        loop = asyncio.get_running_loop()
+        loop = self.loop
         self.active = loop.time()
         if self.timer is None:
             self.timer = loop.call_later(IDLE_TIMEOUT, self._idle)
@@ -331,6 +416,10 @@ class FastFront(asyncio.Protocol):
     def _process(self) -> None:
         """Answer the complete request heads in the buffer, in order, until one is not ours."""
         while self.transport is not None and not self.busy:
+            if not self.buffer:  # all answered (the usual way out)
+                if self.eof:
+                    self._finish_eof()
+                return
             end = self.buffer.find(b"\r\n\r\n", self.scanned)
             if end < 0:
                 if (
@@ -350,7 +439,7 @@ class FastFront(asyncio.Protocol):
             self.scanned = 0
             if self.head_timer is not None:
                 self._head_done()  # this head is whole; a partial one after it starts anew
-            request = self._parse(bytes(self.buffer[: end + 4]))
+            request = self._parse(self.buffer[: end + 4])
             if request is None:
                 self._hand_off()
                 return
@@ -422,7 +511,7 @@ class FastFront(asyncio.Protocol):
 
     # --- the fast answer -------------------------------------------------------------------
 
-    def _parse(self, head: bytes) -> _Request | None:
+    def _parse(self, head: bytearray) -> _Request | None:
         """A request the fast path may answer: a plain GET of an http:// URL, no body, no
         upgrade, from an allowed client, not for the proxy itself, not looping; else None."""
         if not head.startswith(b"GET http://") or len(head) > MAX_HEAD:
@@ -437,31 +526,25 @@ class FastFront(asyncio.Protocol):
             # malformed, or an upgrade (httptools raises for that, and it is not one of its
             # errors): aiohttp judges it, and a hostile head is no traceback in the log
             return None
-        if not parsed.complete or parsed.slow or parser.should_upgrade():
+        if not parsed.complete or parsed.slow or parsed.looped or parser.should_upgrade():
             return None
-        headers = CIMultiDict(parsed.headers)
-        services = self.server.services
-        networks = services.config.allowed_clients
+        networks = self.server.services.config.allowed_clients
         if self.allowed_for is not networks:  # once per connection (and config)
             self.allowed = self.peer is not None and allowed_address(self.peer, networks)
             self.allowed_for = networks
         if not self.allowed:
             return None
-        if PSEUDONYM in headers.get("Via", ""):
-            return None
         target = parsed.url.decode("latin-1")
-        url = _canonical(target, services.local_host)
-        if url is None or url.proto != "http" or services.is_own(url):
+        url = self.listener.route(target)
+        if url is None:
             return None
-        if not services.filters.verdict(url).cache:
-            return None  # dont_get, dont_cache, local_net: never a cache hit (aiohttp's path)
         version = parser.get_http_version()
         if version != "1.1" and version != "1.0":
             return None  # "HTTP/2.0" in a text head: not an answer this path gives
         return _Request(
             target,
             url,
-            headers,
+            _Headers(parsed.first),
             parsed.headers,
             version,
             parser.should_keep_alive(),
@@ -501,7 +584,10 @@ class FastFront(asyncio.Protocol):
                 True,
             )
         body = cached.body if send_body else b""
-        self.transport.write(head + body)
+        if len(body) > JOINED_BODY:
+            self.transport.writelines((head, body))  # one writev, the body not copied
+        else:
+            self.transport.write(head + body)
         self._log(request.target, status, len(body), time.monotonic() - start)
         self.listener.answered += 1
         self._arm()
@@ -514,7 +600,8 @@ class FastFront(asyncio.Protocol):
     def _planned_head(request: _Request, cached: CachedEntry) -> tuple[bytes | None, int, bool]:
         """The head for a request with the browser's own conditions (maybe a 304), planned
         in full as the aiohttp path does; None when the answer must be decoded on the way."""
-        replay = plan_replay(cached, "GET", request.headers)
+        # every value of each header (If-None-Match may come in several)
+        replay = plan_replay(cached, "GET", CIMultiDict(request.header_list))
         if replay.decoder is not None:
             return None, 0, False
         version = request.version
@@ -575,6 +662,29 @@ class FrontListener:
         self.listener: asyncio.Server | None = None
         #: requests the fast path answered (the rest went to aiohttp)
         self.answered = 0
+        #: target -> its canonical URL if the fast path may answer it (:func:`_route`),
+        #: for the configuration in ``_routes_for`` (a reload, a new port: asked again)
+        self._routes: dict[str, URL | None] = {}
+        self._routes_for: tuple[object, object, str] | None = None
+
+    def route(self, target: str) -> URL | None:
+        """:func:`_route`, remembered per target: the same pages are asked again, and
+        canonicalizing, the proxy's own names and the filters cost more than the rest of
+        a memory hit's checks together."""
+        services = self.server.services
+        config, filters, local_host = services.config, services.filters, services.local_host
+        routes, was = self._routes, self._routes_for
+        if was is None or was[0] is not config or was[1] is not filters or was[2] != local_host:
+            routes.clear()
+            self._routes_for = (config, filters, local_host)
+        try:
+            return routes[target]
+        except KeyError:
+            pass
+        if len(routes) >= ROUTES_KEPT:
+            routes.clear()
+        url = routes[target] = _route(target, services)
+        return url
 
     async def start(self, host: str, port: int) -> int:
         """Listen; returns the port (``port`` 0: any free one)."""
