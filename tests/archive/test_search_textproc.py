@@ -15,7 +15,7 @@ import time
 import pytest
 
 from wwwproxy.archive.search import SearchIndex
-from wwwproxy.archive.search import textproc as textproc_module
+from wwwproxy.archive.search import helper as helper_module
 from wwwproxy.archive.search.schema import Text
 from wwwproxy.archive.search.textproc import HELPER_FAILURES, PageError, TextHelper, page_text
 from wwwproxy.archive.store import Store
@@ -124,7 +124,7 @@ def test_a_failing_helper_loses_no_page(script, caplog):
         assert as_comparable(helper.texts(PAGES)) == here(PAGES)
     assert helper.failures == HELPER_FAILURES
     assert helper.started == HELPER_FAILURES  # then no more tries
-    assert "the text helper failed" in caplog.text
+    assert "the search text helper failed" in caplog.text
 
 
 def test_the_helper_ends_with_its_parent_even_on_sigkill(tmp_path):
@@ -141,7 +141,7 @@ def test_the_helper_ends_with_its_parent_even_on_sigkill(tmp_path):
     parent = subprocess.Popen(
         [sys.executable, "-c", code],
         stdout=subprocess.PIPE,
-        cwd=textproc_module._PACKAGE_ROOT,
+        cwd=helper_module._PACKAGE_ROOT,
         text=True,
     )
     try:

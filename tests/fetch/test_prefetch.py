@@ -117,6 +117,23 @@ async def test_depth_and_scope_fetch_exactly_the_expected_set(
     assert set(site.take_hits()) == fetched  # and each of them once
 
 
+async def test_pages_read_in_the_link_helper_lead_to_the_same_set(
+    tmp_path: Path, site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past a run's first pages, pages are read for links in a helper process: the very
+    same URLs are fetched, and the helper is gone when the run is."""
+    from wwwproxy.fetch import prefetch
+
+    monkeypatch.setattr(prefetch, "LINK_HELPER_AFTER", 0)  # every page in the helper
+    async with open_services(Config(cache=tmp_path / "cache")) as services:
+        prefetcher = Prefetcher(services, FetchOptions(depth=2, requisites=True))
+        summary = await prefetcher.run([site.url("/")])
+        helper = prefetcher._link_helper
+        assert helper.started == 1 and helper.failures == 0 and helper.pid is None
+    assert outcomes(summary, site) == FULL
+    assert set(site.take_hits()) == {k for k, v in FULL.items() if v in (F, X)}
+
+
 async def test_limit_prefix(tmp_path: Path, site: Site) -> None:
     summary = await crawl(
         tmp_path / "cache",

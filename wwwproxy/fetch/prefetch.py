@@ -78,6 +78,7 @@ from ..recording.services import Services
 from ..recording.upstream import UpstreamError
 from ..url import URL, InvalidURL, canonicalize
 from .bodies import Recorded, Response, page_links, read_decoded
+from .linkproc import LinkHelper
 from .links import Link, is_css, is_html
 from .progress import Progress
 from .robots import RobotsRules, parse_robots, robots_url
@@ -104,6 +105,8 @@ ROBOTS_REDIRECTS = 5
 #: links are read from there (larger ones: read again from the archive)
 KEEP_BODY = 4 * 1024 * 1024
 OWN_PAGE = "one of this proxy's own pages: not fetched"
+#: pages and style sheets a run reads for links itself before it starts a link helper
+LINK_HELPER_AFTER = 16
 
 
 # --- the crawler -------------------------------------------------------------------------------
@@ -142,6 +145,8 @@ class Prefetcher:
         self._hosts: dict[str, _Host] = {}
         self._robots: dict[str, asyncio.Future[RobotsRules]] = {}
         self._work: asyncio.Queue[Task] = asyncio.Queue()
+        self._link_helper = LinkHelper()
+        self._pages_read = 0
 
     # -- running --
 
@@ -174,6 +179,7 @@ class Prefetcher:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+            await asyncio.to_thread(self._link_helper.stop)
             self.progress.close()
             self.summary.elapsed = time.monotonic() - started
         if queue and self.summary.results:  # the lastout page: what this queue fetch got
@@ -394,10 +400,19 @@ class Prefetcher:
 
     def _links(self, url: URL, entry: Response, hyperlinks: bool) -> list[Link]:
         """The links of a page or style sheet (blocking); ``hyperlinks`` False: its
-        requisites only."""
+        requisites only.  Past the run's first pages, a page just recorded is read in the
+        link helper, on another core (a short run does not start one)."""
         readable = self._readable(url, entry)
         if readable is None:
             return []
+        self._pages_read += 1
+        if (
+            isinstance(readable, Recorded)
+            and readable.body is not None
+            and self._pages_read > LINK_HELPER_AFTER
+        ):
+            page = (readable.body, readable.headers, url.file, hyperlinks)
+            return self._link_helper.links(page)
         return page_links(readable, url.file, hyperlinks=hyperlinks)
 
     @staticmethod
