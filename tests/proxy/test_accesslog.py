@@ -79,3 +79,26 @@ async def test_a_broken_stream_loses_lines_with_a_warning_not_an_exception(info,
     stream.close()
     log.close()
     assert "access log lines lost" in caplog.text
+
+
+SECONDS = [
+    (0.0, "0.000s"),
+    (0.0000123, "0.000s"),
+    (0.00039, "0.000s"),
+    (0.00051, "0.001s"),
+    (0.0021, "0.002s"),
+    (0.0123456, "0.012s"),
+    (1.5, "1.500s"),
+    (12.3456, "12.346s"),
+]
+
+
+@pytest.mark.parametrize(("seconds", "written"), SECONDS)
+def test_the_time_taken_is_written_in_milliseconds_as_formatted(info, seconds, written):
+    """Quick answers are written without formatting a float, the same as formatted."""
+    stream = io.StringIO()
+    AccessLog(stream).add("127.0.0.1", "GET", "http://example.com/a", 200, 1024, seconds, "HIT")
+    line = stream.getvalue()
+    assert line.endswith(f" 200 1024 {written} HIT\n"), line
+    assert f"{seconds:.3f}s" == written
+    assert re.match(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} aiohttp\.access ", line), line

@@ -10,7 +10,7 @@ import httptools
 import pytest
 from multidict import CIMultiDict
 
-from wwwproxy.proxy.front import _Head, _Headers
+from wwwproxy.proxy.front import _Head
 from wwwproxy.recording.engine import PSEUDONYM
 
 from .conftest import LARGE_BODY, read_response
@@ -233,24 +233,18 @@ HEAD_CASES = [
     ("Host: x\r\nVia: 1.1 other", "someone else's Via"),
     ("Host: x\r\nX-Empty:", "an empty value"),
 ]
-ASKED = ["Host", "cache-control", "Pragma", "Accept-Encoding", "range", "Via", "X-Empty", "Nope"]
 
 
 @pytest.mark.parametrize(("lines", "about"), HEAD_CASES, ids=[c[1] for c in HEAD_CASES])
-def test_the_parsed_head_answers_as_a_case_insensitive_multidict(lines: str, about: str) -> None:
-    """The fast front keeps each header's first value by lower-case name and answers ``get``
-    and ``in`` from it: the same answers CIMultiDict gives over the whole head."""
+def test_the_parsed_head_notes_conditions_and_loops_in_any_header(lines: str, about: str) -> None:
+    """The fast front's parser callbacks note the browser's own conditions and our own
+    pseudonym in any Via header (a request come back through us): both keep the request
+    off the plain fast answer."""
     parsed = _Head()
     parser = httptools.HttpRequestParser(parsed)
     parser.feed_data(f"GET http://example.com/ HTTP/1.1\r\n{lines}\r\n\r\n".encode())
     assert parsed.complete
     full = CIMultiDict(parsed.headers)
-    view = _Headers(parsed.first)
-    for name in ASKED:
-        assert view.get(name) == full.get(name), name
-        assert (name in view) == (name in full), name
-        assert view.get(name, "-") == full.get(name, "-"), name
-    assert len(view) == len({n.lower() for n in full})
     assert parsed.conditional == any(n.lower() in ("range", "if-none-match") for n in full)
     assert parsed.looped == any("wwwproxy" in v for n, v in full.items() if n.lower() == "via")
 

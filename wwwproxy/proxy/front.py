@@ -19,7 +19,6 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Iterator, Mapping
 from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 
@@ -204,8 +203,6 @@ class _Head:
     def on_message_begin(self) -> None:
         self.url = b""
         self.headers: list[tuple[str, str]] = []
-        #: the first value of each header, by lower-case name (what CIMultiDict.get gives)
-        self.first: dict[str, str] = {}
         self.complete = self.slow = self.conditional = self.looped = False
 
     def on_url(self, url: bytes) -> None:
@@ -215,9 +212,6 @@ class _Head:
         text, data = name.decode("latin-1"), value.decode("latin-1")
         self.headers.append((text, data))
         lower = text.lower()
-        first = self.first
-        if lower not in first:
-            first[lower] = data
         if lower in _SLOW_HEADERS:
             self.slow = True
         elif lower in CONDITIONAL_HEADERS:
@@ -229,32 +223,6 @@ class _Head:
         self.complete = True
 
 
-class _Headers(Mapping[str, str]):
-    """A request's headers as a case-insensitive mapping to each name's first value (what
-    ``CIMultiDict.get`` gives), over the values the parser noted: no dictionary is built per
-    request for the few names a hit asks about."""
-
-    __slots__ = ("_first",)
-
-    def __init__(self, first: dict[str, str]) -> None:
-        self._first = first
-
-    def __getitem__(self, name: str) -> str:
-        return self._first[name.lower()]
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self._first.get(name.lower(), default)
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.lower() in self._first
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._first)
-
-    def __len__(self) -> int:
-        return len(self._first)
-
-
 class _Request:
     """One request head the fast path may answer."""
 
@@ -264,7 +232,7 @@ class _Request:
         self,
         target: str,
         url: URL,
-        headers: _Headers,
+        headers: CIMultiDict[str],
         header_list: list[tuple[str, str]],
         version: str,
         keep_alive: bool,
@@ -443,8 +411,12 @@ class FastFront(asyncio.Protocol):
             if request is None:
                 self._hand_off()
                 return
-            cached = self.server.services.store.lookup_hot(
-                request.url, request.url.file, request.header_list, prefer_good=self._good()
+            services = self.server.services
+            cached = services.store.lookup_hot(
+                request.url,
+                request.url.file,
+                request.header_list,
+                prefer_good=services.config.keep_good_copy,
             )
             if cached is None:
                 # not in memory: look on disk in a worker thread (what aiohttp's path would
@@ -544,7 +516,7 @@ class FastFront(asyncio.Protocol):
         return _Request(
             target,
             url,
-            _Headers(parsed.first),
+            CIMultiDict(parsed.headers),
             parsed.headers,
             version,
             parser.should_keep_alive(),
@@ -555,15 +527,17 @@ class FastFront(asyncio.Protocol):
         """Answer from ``cached`` (in memory) if the policy serves it; False hands it on."""
         if cached.body is None:
             return False  # too large for memory: aiohttp's path streams it from disk
-        if url_rule(self.server.services.config.modify_html, cached) is not None:
-            return False  # a URL modify_html covers (changed, or its scripts off): aiohttp's
-        assert self.transport is not None
-        if self.transport.get_write_buffer_size() > MAX_BUFFERED:
-            return False  # a browser that does not read: aiohttp's flow control takes over
         server = self.server
+        config = server.services.config
+        if config.modify_html and url_rule(config.modify_html, cached) is not None:
+            return False  # a URL modify_html covers (changed, or its scripts off): aiohttp's
+        transport = self.transport
+        assert transport is not None
+        if transport.get_write_buffer_size() > MAX_BUFFERED:
+            return False  # a browser that does not read: aiohttp's flow control takes over
         if not server.may_serve(cached, request.header_list):
             return False  # a copy for other credentials: aiohttp's path fetches or queues
-        if server.config.replay_set_cookie and get_header(cached.headers, "Set-Cookie"):
+        if config.replay_set_cookie and get_header(cached.headers, "Set-Cookie"):
             return False  # the heads made here leave Set-Cookie out: aiohttp's path sends it
         if server.action_for(request.url, "GET", request.headers, cached) is not Action.SERVE:
             return False
@@ -585,14 +559,18 @@ class FastFront(asyncio.Protocol):
             )
         body = cached.body if send_body else b""
         if len(body) > JOINED_BODY:
-            self.transport.writelines((head, body))  # one writev, the body not copied
+            transport.writelines((head, body))  # one writev, the body not copied
         else:
-            self.transport.write(head + body)
-        self._log(request.target, status, len(body), time.monotonic() - start)
+            transport.write(head + body)
+        server.access_log.add(  # the line aiohttp's path writes (accesslog.AccessLogger)
+            self.peer, "GET", request.target, status, len(body), time.monotonic() - start, "HIT"
+        )
         self.listener.answered += 1
-        self._arm()
+        self.active = self.loop.time()  # what _arm notes (its timer is set already)
+        if self.timer is None:
+            self._arm()
         if not request.keep_alive:
-            self.transport.close()
+            transport.close()
             self.transport = None
         return True
 
@@ -600,8 +578,7 @@ class FastFront(asyncio.Protocol):
     def _planned_head(request: _Request, cached: CachedEntry) -> tuple[bytes | None, int, bool]:
         """The head for a request with the browser's own conditions (maybe a 304), planned
         in full as the aiohttp path does; None when the answer must be decoded on the way."""
-        # every value of each header (If-None-Match may come in several)
-        replay = plan_replay(cached, "GET", CIMultiDict(request.header_list))
+        replay = plan_replay(cached, "GET", request.headers)
         if replay.decoder is not None:
             return None, 0, False
         version = request.version
@@ -616,10 +593,6 @@ class FastFront(asyncio.Protocol):
             replay.status,
             replay.send_body,
         )
-
-    def _log(self, target: str, status: int, size: int, seconds: float) -> None:
-        """The access-log line aiohttp's path writes (proxy.accesslog.AccessLogger)."""
-        self.server.access_log.add(self.peer, "GET", target, status, size, seconds, "HIT")
 
     # --- everything else ------------------------------------------------------------------
 
