@@ -164,20 +164,36 @@ def put(store: Store, url: str, body: bytes, headers) -> None:
     rec.finish(200, "OK", list(headers))
 
 
-def test_recorded_pages_are_indexed_through_the_helper_and_it_closes_with_the_index(tmp_path):
+BIG = (b"<title>Big</title>" + b"<p>many words here " * 70_000, HTML)  # > GIVEN_MAX: read back
+
+
+def test_recorded_pages_are_indexed_through_the_helper_and_it_closes_with_the_index(
+    tmp_path, monkeypatch
+):
+    from wwwproxy.archive.search import capture, textproc, worker
+
+    assert len(BIG[0]) > worker.GIVEN_MAX
+
+    def not_here(*args):
+        raise AssertionError("a page's text was made in this process")
+
     store = Store(tmp_path / "cache")
     index = SearchIndex(store.root)
     index.attach(store)
-    for n, (body, headers) in enumerate(PAGES):
-        put(store, f"http://t.example/{n}", body, headers)
-    index.flush()
-    assert index._texts.started == 1  # the text was made in the helper
+    with monkeypatch.context() as patch:
+        patch.setattr(textproc, "extract_text", not_here)
+        patch.setattr(capture, "extract_text", not_here)
+        for n, (body, headers) in enumerate([*PAGES, BIG]):
+            put(store, f"http://t.example/{n}", body, headers)
+        index.flush()
+    assert index._texts.started == 1 and index._texts.failures == 0
     pid = index._texts.pid
     assert index.search("brûlée").total == 1
     assert index.search("zipped").total == 1
     assert index.search("plain").total == 1
+    assert index.search("many words").total == 1
     rebuilt = SearchIndex(store.root, path=tmp_path / "rebuilt.sqlite3")
-    assert rebuilt.rebuild(store) == len(PAGES)  # read back from the WARC files, made here
+    assert rebuilt.rebuild(store) == len(PAGES) + 1  # read back from the WARC files, made here
     with index._lock, rebuilt._lock:
         query = "SELECT key, title, digest FROM pages ORDER BY key"
         assert index._conn.execute(query).fetchall() == rebuilt._conn.execute(query).fetchall()

@@ -47,24 +47,32 @@ def payload_document(raw: bytes, headers: Iterable[tuple[str, str]]) -> tuple[st
     return decode_text(data, content_type), mime
 
 
-def read_document(store: Store, key: str, file: str, pos: int) -> tuple[str, str]:
-    """``(page source, mime type)`` of the capture at ``file``/``pos``: its payload
-    decoded from its Content-Encoding and charset (the first :data:`MAX_PAYLOAD` bytes)."""
+def read_payload(store: Store, key: str, file: str, pos: int) -> Given | None:
+    """The payload (its first :data:`MAX_PAYLOAD` bytes, still Content-Encoded) and HTTP
+    headers of the capture at ``file``/``pos``; None for a revisit whose page is gone."""
     record = read_record_at(store.resolve_warcfile(file, key), pos)
     if record.rec_type == "revisit":
         from ...url import canonicalize
 
         entry = store.get(canonicalize(key), key)
         if entry is None:
-            return "", "text/plain"
+            return None
         stream = entry.open_body()
-        headers = entry.headers
+        headers = tuple(entry.headers)
     else:
         stream = open_payload(record)
-        headers = record.http_headers
+        headers = tuple(record.http_headers)
     with stream:
-        raw = stream.read(MAX_PAYLOAD)
-    return payload_document(raw, headers)
+        return Given(stream.read(MAX_PAYLOAD), headers)
+
+
+def read_document(store: Store, key: str, file: str, pos: int) -> tuple[str, str]:
+    """``(page source, mime type)`` of the capture at ``file``/``pos``: its payload
+    decoded from its Content-Encoding and charset (the first :data:`MAX_PAYLOAD` bytes)."""
+    given = read_payload(store, key, file, pos)
+    if given is None:
+        return "", "text/plain"
+    return payload_document(given.payload, given.headers)
 
 
 def read_text(store: Store, key: str, file: str, pos: int) -> tuple[str, str]:

@@ -15,20 +15,21 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..cdxj import CDXJRecord
 from ..warc import WARCWriteError
-from .capture import Given, wants_text
+from .capture import READ_ERRORS, Given, read_payload, wants_text
 from .schema import FTS
+from .textproc import PageError
 
 if TYPE_CHECKING:
     from ...url import URL
     from ..store import RecordedPayload, Store
     from .index import SearchIndex
     from .schema import Text
-    from .textproc import PageError, TextHelper
+    from .textproc import TextHelper
 
 log = logging.getLogger(__name__)
 
@@ -276,11 +277,28 @@ class IndexWorker:
                 log.exception("search index: %s not indexed", capture.line.uri)
 
     def _made(self, captures: list[Capture]) -> list[Text | PageError | None]:
-        """The text of each page of a batch handed over with its payload, made in the text
-        helper while the batch waits (None: not handed over, or no text is indexed)."""
-        wanted = [i for i, c in enumerate(captures) if c.given is not None and wants_text(c.line)]
+        """The text of each page of a batch, made in the text helper while the batch waits:
+        from the payload handed over, else read back here (None: no text is indexed)."""
         made: list[Text | PageError | None] = [None] * len(captures)
-        pages = [(captures[i].given.payload, captures[i].given.headers) for i in wanted]  # type: ignore[union-attr]
+        wanted: list[int] = []
+        pages: list[tuple[bytes, Sequence[tuple[str, str]]]] = []
+        for i, capture in enumerate(captures):
+            line = capture.line
+            if not wants_text(line):
+                continue
+            given = capture.given
+            if given is None:
+                if line.warcfile is None:
+                    continue
+                try:
+                    given = read_payload(capture.store, line.uri, *line.warcfile)
+                except READ_ERRORS as exc:
+                    made[i] = PageError(str(exc))
+                    continue
+                if given is None:  # a revisit of a page that is gone
+                    continue
+            wanted.append(i)
+            pages.append((given.payload, given.headers))
         for i, text in zip(wanted, self._texts.texts(pages), strict=True):
             made[i] = text
         return made
