@@ -1107,3 +1107,32 @@ def test_finish_abandoned_once_true_stays_true_for_a_known_length(
     total = received + more
     if finish_abandoned(received, total, max_bytes=max_bytes, percent=percent):
         assert finish_abandoned(total, total, max_bytes=max_bytes, percent=percent)
+
+
+# --- a stored copy's freshness facts, worked out once ------------------------------------
+
+ONCE_CASES = [
+    ((), 0.0, 0),
+    ((("Cache-Control", "max-age=60"),), 60.0, 0),
+    ((("Cache-Control", "max-age=60"), ("Age", "50")), 60.0, 50),
+    ((("Cache-Control", "no-cache, max-age=60"),), 0.0, 0),
+    ((("Expires", http_date(NOW + timedelta(seconds=90))), ("Date", http_date(NOW))), 90.0, 0),
+    ((("Last-Modified", http_date(NOW - timedelta(days=1))), ("Age", "x")), 8640.0, 0),
+]
+
+
+@pytest.mark.parametrize(("headers", "lifetime", "initial"), ONCE_CASES)
+def test_a_stored_copy_judged_again_and_again_is_judged_as_the_first_time(
+    headers, lifetime, initial
+):
+    """Stored keeps its origin freshness and initial Age (a memory hit is judged per hit):
+    the same as worked out afresh, and is_fresh still counts the time that passes."""
+    stored = Stored(NOW, 200, headers)
+    assert stored.origin_freshness == freshness(200, headers, NOW)
+    assert stored.origin_freshness.lifetime == lifetime
+    assert stored.initial_age == initial
+    for later in (0, 5, 9, 10, 11, 59, 60, 61, 100_000):
+        when = NOW + timedelta(seconds=later)
+        fresh = Stored(NOW, 200, headers)  # never asked before
+        assert is_fresh(stored, when) == is_fresh(fresh, when)
+        assert is_fresh(stored, when) == (later + initial < lifetime), later

@@ -209,6 +209,17 @@ class Stored:
     def has_validators(self) -> bool:
         return any(n.lower() in ("etag", "last-modified") for n, _ in self.headers)
 
+    @functools.cached_property
+    def origin_freshness(self) -> Freshness:
+        """:func:`freshness` of this response, worked out once: a copy in the memory cache
+        is judged on every hit, and its headers do not change."""
+        return freshness(self.status, self.headers, self.date)
+
+    @functools.cached_property
+    def initial_age(self) -> int:
+        """The ``Age`` it came with (0 when none or malformed), worked out once."""
+        return _seconds((get_header(self.headers, "Age") or "").strip()) or 0
+
 
 def is_fresh(
     stored: Stored,
@@ -228,12 +239,11 @@ def is_fresh(
     """
     if not is_good(stored.status):
         return False
-    initial = _seconds((get_header(stored.headers, "Age") or "").strip()) or 0
-    age = max(0.0, (now - stored.date).total_seconds()) + initial  # exact, never rounded
+    age = max(0.0, (now - stored.date).total_seconds()) + stored.initial_age  # never rounded
     if rule_max_age is not None:
         lifetime = float(rule_max_age)
     else:
-        origin = freshness(stored.status, stored.headers, stored.date)
+        origin = stored.origin_freshness
         lifetime = origin.lifetime if origin.must_ask else max(origin.lifetime, request_changed)
     if client_max_age is not None and age > client_max_age:
         return False  # RFC 9111 §5.2.1.1: the browser takes an age up to its max-age
