@@ -66,6 +66,26 @@ def test_extract_text_keeps_what_a_reader_sees():
     assert extract_text("plain\n\ntext\x00here", "text/plain") == ("", "plain text here")
 
 
+@pytest.mark.parametrize(
+    ("page", "text"),
+    [
+        ("w<b>or</b>d<span class=x>s</span>", "words"),  # inline tags join
+        (
+            "one<p>two</p>three<BR>four<Td>five<h1>six</H1>seven",
+            "one two three four five six seven",
+        ),
+        ("a<DIV CLASS='x>y'>b</Div>c<hR/>d<TABLE><tr><TH>e", "a b c d e"),
+        ("a<pre>b</pre>c<progress>d</progress>e", "a b cde"),  # <progress> is no <p>
+        ("a<h7>b</h7>c<dl><dt>d<dd>e</dl>f<header>g", "abc d e f g"),
+        # "\u017f" (long s) folds to "s" in Unicode, but a tag name starts with an ASCII
+        # letter: a browser shows this as text, not as <section>
+        ("a<\u017fection>b", "a<\u017fection>b"),
+    ],
+)
+def test_block_tags_separate_words_in_either_case(page, text):
+    assert extract_text(page) == ("", text)
+
+
 def test_fts_query_quotes_every_token():
     """FTS5's own tokenizer splits the words (the index keeps no positions, so a phrase
     could not be matched): every token quoted, folded as the index folds it."""
