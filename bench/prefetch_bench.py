@@ -23,7 +23,9 @@ What one run does, all on 127.0.0.1, in a temporary directory removed afterwards
   robots.txt (the site has none: a 404 each), stay on the host and record the one broken link
   (a 404) as it is.
 * Each figure is the median of the runs: wall time (from start to exit), CPU seconds and peak
-  RSS of the process (``os.wait4``'s rusage: the process alone, its threads included), the URLs
+  RSS of the process (``os.wait4``'s rusage: the process, its threads, and the helper
+  processes it ran and waited for, which make pages' search text and read their links: their
+  CPU is added, the peak RSS is the largest of them), the URLs
   fetched (response records in its WARC files: the same count for both, and the same URLs,
   which the output checks), the WARC bytes, and for wwwproxy the rest of its cache (CDXJ index,
   search database).  The last line is the ratio wget time / wwwproxy time (target >= 2.0).
