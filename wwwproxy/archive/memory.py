@@ -100,7 +100,12 @@ class MemoryCache:
         if hot is None:
             self.misses += 1
             return None
-        if stamp(hot.path) != hot.stamp:
+        try:  # stamp(), inline: this runs on every hit
+            st = os.stat(hot.path)
+            changed = (st.st_size, st.st_mtime_ns) != hot.stamp
+        except OSError:
+            changed = True
+        if changed:
             self._drop(slot, hot)
             self.misses += 1
             return None
