@@ -122,7 +122,9 @@ def _read_copy(store: Store, request: _Request, prefer_good: bool) -> CachedEntr
     )
     if entry is not None and entry.body is None and entry.payload_length <= MAX_OBJECT:
         with entry.open_body() as stream:
-            entry = dataclasses.replace(entry, body=stream.read(MAX_OBJECT + 1))
+            # what the record says, and one byte more to notice a longer one (asking for
+            # MAX_OBJECT made a buffer of a megabyte per read, about 60 µs of a 100 KB hit)
+            entry = dataclasses.replace(entry, body=stream.read(entry.payload_length + 1))
         if len(entry.body or b"") != entry.payload_length:
             return None  # not what the record says: aiohttp's path reports it
     return entry
