@@ -28,7 +28,10 @@ __all__ = ["COMPRESS_LEVEL", "append_exchange", "repair_file"]
 
 log = logging.getLogger(__package__)  # the logger of the whole WARC layer, as before the split
 
-COMPRESS_LEVEL = 6
+#: gzip level of a record's member: 3, not zlib's default 6, for a fifth of the recording
+#: process's CPU (a crawl of the Python docs: 3.77 s -> 3.01 s) against a seventh more bytes
+#: (8.8 -> 9.9 MiB); level 1 saved little more (2.93 s) for a quarter more bytes (10.8 MiB)
+COMPRESS_LEVEL = 3
 _HELD = 256 * 1024  # compressed bytes held before they are written out
 
 
