@@ -7,7 +7,10 @@ and must be served byte for byte (anything else is "lost", a different body "tor
 goes online, eight clients fetch distinct URLs (50 to 600 KB, trickled) through it, and it is
 killed with SIGKILL after 0.3 to 1.2 s; then ``index check`` (and ``index rebuild`` when the
 check is not clean: it must leave nothing and lose nothing) and warcio reading every WARC file
-that is new or changed since the cycle before (the others were read whole already).
+that is new or changed since the cycle before (the others were read whole already). Every
+``--fresh-every`` cycles (25), once its last check is done, the cache is removed and the next
+cycles start on an empty one: the index check and a rebuild read the whole cache, so on one
+cache growing for 200 cycles (about 6 GB) each cycle cost more than the one before.
 
 Printed: a line per 20 cycles, and at the end the table the issue asks for: cycles tried,
 failed (a cycle with any problem), responses received whole, offline checks, lost, torn
@@ -15,7 +18,7 @@ served, crashed (the proxy did not start, or a traceback in its log), index chec
 before a rebuild, rebuilds that left problems or lost a record, unreadable WARC files, the
 proxy's peak RSS, and the p50/p99 of an offline check.
 
-Run:  .venv/bin/python bench/kill9_bench.py                 (200 cycles, about 20 minutes)
+Run:  .venv/bin/python bench/kill9_bench.py                 (200 cycles, about 40 minutes)
       .venv/bin/python bench/kill9_bench.py --cycles 20
 """
 
@@ -28,6 +31,7 @@ import itertools
 import logging
 import os
 import random
+import shutil
 import signal
 import statistics
 import sys
@@ -64,6 +68,14 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+class Received(dict):
+    """URL numbers a client received whole (``k9.client`` stores the body: only the number is
+    kept, the body is :func:`k9.body_of` again; 200 cycles received gigabytes)."""
+
+    def __setitem__(self, n: int, body: bytes) -> None:
+        super().__setitem__(n, None)
+
+
 def read_changed_files(cache: Path, seen: dict[Path, tuple[int, int]]) -> int:
     """warcio reads (digests checked) every cache file that is new or changed since the last
     call: the files no cycle touched were read whole before, and reading them all again made
@@ -95,20 +107,22 @@ def index_state(cache: Path) -> tuple[bool, bool, str]:
     return False, bad, f"{left or still or sorted(before - after)[:3]}" if bad else ""
 
 
-async def run(cycles: int, check: int, seed: int) -> int:
+async def run(cycles: int, check: int, seed: int, fresh_every: int) -> int:
     rng = random.Random(seed)
     counts = dict.fromkeys(
         ("failed", "checked", "lost", "torn", "crashed", "unclean", "bad_rebuild", "unreadable"),
         0,
     )
-    received: dict[int, bytes] = {}
+    received = Received()
+    total_received = 0
+    generation = 0
     numbers = itertools.count()
     check_times: list[float] = []
     peak_rss = 0.0
     read_whole: dict[Path, tuple[int, int]] = {}
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="wwwproxy-kill9-") as tmp:
-        cache = Path(tmp) / "cache"
+        cache = Path(tmp) / "cache0"
         log = Path(tmp) / "wwwproxy.log"
         origin, origin_port = await k9.start_origin()
         timeout = aiohttp.ClientTimeout(total=30)
@@ -139,7 +153,7 @@ async def run(cycles: int, check: int, seed: int) -> int:
                         if status != 200:
                             counts["lost"] += 1
                             problem = True
-                        elif body != received[n]:
+                        elif body != k9.body_of(n):
                             counts["torn"] += 1
                             problem = True
                     peak_rss = max(peak_rss, rss_mib(proc.pid))
@@ -147,6 +161,16 @@ async def run(cycles: int, check: int, seed: int) -> int:
                         proc.send_signal(signal.SIGTERM)
                         proc.wait(30)
                         break
+                    if cycle and cycle % fresh_every == 0:  # this cache checked: a fresh one
+                        proc.send_signal(signal.SIGTERM)
+                        proc.wait(30)
+                        shutil.rmtree(cache)
+                        generation += 1
+                        cache = Path(tmp) / f"cache{generation}"
+                        total_received += len(received)
+                        received.clear()
+                        read_whole.clear()
+                        proc = await k9.serve(cache, port, "offline", log)
                     async with session.post(
                         f"{proxy}/control/?format=json",
                         data={"mode": "online"},
@@ -181,7 +205,7 @@ async def run(cycles: int, check: int, seed: int) -> int:
                     counts["failed"] += problem
                     if (cycle + 1) % 20 == 0:
                         print(
-                            f"cycle {cycle + 1:4}: received {len(received):6}  "
+                            f"cycle {cycle + 1:4}: received {total_received + len(received):6}  "
                             f"checked {counts['checked']:6}  lost {counts['lost']}  "
                             f"torn {counts['torn']}  {time.monotonic() - started:6.0f} s",
                             flush=True,
@@ -197,7 +221,8 @@ async def run(cycles: int, check: int, seed: int) -> int:
     print("| cycles | failed | received whole | offline checks | lost | torn served | crashed |")
     print("|---|---|---|---|---|---|---|")
     print(
-        f"| {cycles} | {counts['failed']} | {len(received)} | {counts['checked']} | "
+        f"| {cycles} | {counts['failed']} | {total_received + len(received)} | "
+        f"{counts['checked']} | "
         f"{counts['lost']} | {counts['torn']} | {counts['crashed']} |"
     )
     print()
@@ -219,10 +244,16 @@ def main() -> int:
     parser.add_argument("--cycles", type=int, default=200)
     parser.add_argument("--check", type=int, default=k9.CHECKED_PER_CYCLE, help="per cycle")
     parser.add_argument("--seed", type=int, default=k9.SEED)
+    parser.add_argument(
+        "--fresh-every",
+        type=int,
+        default=25,
+        help="cycles on one cache before a fresh one (each cycle's checks read the whole cache)",
+    )
     args = parser.parse_args()
     # the origin's writes to a killed proxy fail by design: not worth a traceback each
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
-    return asyncio.run(run(args.cycles, args.check, args.seed))
+    return asyncio.run(run(args.cycles, args.check, args.seed, args.fresh_every))
 
 
 if __name__ == "__main__":
