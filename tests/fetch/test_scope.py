@@ -79,3 +79,40 @@ def test_same_domain(a: str, b: str, expected: bool) -> None:
 )
 def test_under_prefix(url: str, prefix: str, expected: bool) -> None:
     assert under_prefix(url, prefix) is expected
+
+
+RAW_URLS = [
+    "http://example.com/a",
+    "https://EXAMPLE.com:8443/b?q=1",
+    "http://example.com./",
+    "http://Www.Example.COM",
+    "http://[::1]/",
+    "http://[0::1]:8080/x",
+    "http://[2001:DB8::1]/",
+    "http://127.0.0.1:8080/",
+    "http://0x7f.1/",
+    "http://2130706433/",
+    "http://exämple.com/ü",
+    "http://xn--exmple-cua.com/",
+    "http://user:pa%2Fss@example.com/",
+    "http://a@b@example.com/",
+    "http://ex%41mple.com/",
+    "http://example.com:80/",
+    "https://example.com:443/p/../q",
+    "http://sub.example.co.uk:1/path/with@sign",
+    "http://example.com/path?url=http://other.org/",
+]
+
+
+@pytest.mark.parametrize("raw", RAW_URLS)
+def test_the_host_read_off_a_canonical_url_is_the_one_same_host_finds(raw: str) -> None:
+    """A crawl's links and tasks are canonical: their host is read off the string, and that
+    must be the host canonicalizing them again gives (or None: then they are parsed)."""
+    from wwwproxy.fetch.scope import _host, canonical_host
+    from wwwproxy.url import canonicalize
+
+    file = canonicalize(raw).file
+    host = canonical_host(file)
+    assert host is None or host == _host(file)
+    if "@" not in file:
+        assert host is not None  # every plain canonical URL is read off

@@ -15,7 +15,7 @@ from ..archive.store import StoreError
 from ..recording.upstream import UpstreamError
 from ..url import InvalidURL, canonicalize
 from .links import Link
-from .scope import same_domain, same_host, under_prefix
+from .scope import canonical_host, same_domain, same_host, under_prefix
 
 __all__ = [
     "FRAME_KINDS",
@@ -163,10 +163,14 @@ class Summary:
 
 
 def in_scope(url: str, root: str, options: FetchOptions) -> bool:
-    """Whether a hyperlink to ``url``, reached from the listed URL ``root``, is followed."""
+    """Whether a hyperlink to ``url``, reached from the listed URL ``root``, is followed
+    (both canonical, ``URL.file``: their hosts are read off the strings)."""
     if options.scope == "prefix":
         return any(under_prefix(url, p) for p in options.limits)
     if options.scope == "host":
+        host, root_host = canonical_host(url), canonical_host(root)
+        if host is not None and root_host is not None:
+            return host == root_host
         return same_host(url, root)
     if options.scope == "domain":
         return same_domain(url, root)
