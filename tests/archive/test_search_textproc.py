@@ -219,3 +219,16 @@ def test_the_helper_goes_when_the_indexing_thread_idles_out(tmp_path, monkeypatc
     assert index._texts.started == 2
     assert index.search("zipped").total == 1
     index.close()
+
+
+def test_the_helper_finds_the_same_package_and_nothing_goes_before_the_stdlib(monkeypatch):
+    """The package's directory goes on the helper's PYTHONPATH only when this process did
+    not find it on its own path (put there at run time); a site-packages directory (an
+    installed package) is never put before the standard library."""
+    from wwwproxy.archive.search.helper import _PACKAGE_ROOT, _helper_env
+
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != _PACKAGE_ROOT and p])
+    assert _helper_env()["PYTHONPATH"] == os.pathsep.join([_PACKAGE_ROOT, "/elsewhere"])
+    monkeypatch.setattr(sys, "path", [*sys.path, _PACKAGE_ROOT])  # as site-packages is
+    assert _helper_env()["PYTHONPATH"] == "/elsewhere"

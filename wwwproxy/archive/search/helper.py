@@ -82,6 +82,18 @@ def serve(handler: Callable[[object], object], source: BinaryIO, sink: BinaryIO)
         answered += 1
 
 
+def _helper_env() -> dict[str, str]:
+    """This process's environment, with the directory of the ``wwwproxy`` package it runs
+    first on the helper's import path when this process did not find it there by itself
+    (a path added at run time): the helper runs the same code.  Never a site-packages
+    directory put before the standard library: one found by ``site`` is found again."""
+    env = dict(os.environ)
+    root = Path(_PACKAGE_ROOT)
+    if not any(Path(entry or ".").resolve() == root for entry in sys.path):
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+    return env
+
+
 class Helper(Generic[Request, Result]):
     """One helper process, started at its first request and kept for the next.  ``module``
     is run in it (``python -m module``); ``encode`` makes a list of requests built-in types
@@ -137,11 +149,9 @@ class Helper(Generic[Request, Result]):
             self._stop(kill=True)
         if self.failures >= HELPER_FAILURES:
             return None
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         try:
             self._proc = subprocess.Popen(
-                self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+                self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_helper_env()
             )
         except OSError as exc:
             self.failures = HELPER_FAILURES
