@@ -25,7 +25,8 @@ What one run does, all on 127.0.0.1, in a temporary directory removed afterwards
 * Each figure is the median of the runs: wall time (from start to exit), CPU seconds and peak
   RSS of the process (``os.wait4``'s rusage: the process, its threads, and the helper
   processes it ran and waited for, which make pages' search text and read their links: their
-  CPU is added, the peak RSS is the largest of them), the URLs
+  CPU is added, the peak RSS is the largest of them; "with helpers" is the largest sum of the
+  resident sets of the process and its children, sampled every 50 ms), the URLs
   fetched (response records in its WARC files: the same count for both, and the same URLs,
   which the output checks), the WARC bytes, and for wwwproxy the rest of its cache (CDXJ index,
   search database).  The last line is the ratio wget time / wwwproxy time (target >= 2.0).
@@ -46,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import os
 import platform
@@ -70,6 +72,7 @@ ROOTS = (Path("/usr/share/doc/python3.11-doc/html"), Path("/usr/share/doc/python
 MIME_TYPES = Path("/etc/nginx/mime.types")
 START_TIMEOUT = 20.0
 TARGET = 2.0  # wget's wall time over wwwproxy's
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 class Deadline(Exception):
@@ -89,6 +92,7 @@ class Run:
     other_bytes: int = 0  # wwwproxy: index, search database, queue ...
     search_bytes: int = 0  # wwwproxy: the search database (search.sqlite3, after its close)
     load: float = 0.0  # the machine's 1-minute load average at the end of the run
+    tree_rss_mib: float = 0.0  # the largest sampled sum of the process's and its children's
 
 
 # --- nginx ------------------------------------------------------------------------------------
@@ -127,10 +131,27 @@ def start_nginx(tmp: Path, root: Path) -> tuple[subprocess.Popen[bytes], int]:
 # --- the two crawlers -------------------------------------------------------------------------
 
 
+def tree_rss(pid: int) -> int:
+    """Resident bytes of process ``pid`` and its children (0 for what is gone meanwhile)."""
+    pids = [pid]
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            pids += [int(c) for c in (task / "children").read_text().split()]
+    except OSError:
+        pass
+    total = 0
+    for p in pids:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            total += int(Path(f"/proc/{p}/statm").read_text().split()[1]) * PAGE
+    return total
+
+
 def measure(proc: subprocess.Popen[bytes], what: str, deadline: float) -> Run:
-    """Wait for ``proc`` (polling ``os.wait4``, which gives its own rusage); stop it by its PID
-    if the deadline comes first."""
+    """Wait for ``proc`` (polling ``os.wait4``, which gives its own rusage, and sampling the
+    resident set of it and its children); stop it by its PID if the deadline comes first."""
     started = time.monotonic()
+    tree_peak = 0
+    polls = 0
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
@@ -138,11 +159,15 @@ def measure(proc: subprocess.Popen[bytes], what: str, deadline: float) -> Run:
         if time.monotonic() > deadline:
             stop(proc, what)
             raise Deadline(f"{what} was still running at the deadline")
+        if polls % 5 == 0:
+            tree_peak = max(tree_peak, tree_rss(proc.pid))
+        polls += 1
         time.sleep(0.01)
     seconds = time.monotonic() - started
     proc.returncode = os.waitstatus_to_exitcode(status)  # Popen's own bookkeeping
     cpu = usage.ru_utime + usage.ru_stime
     run = Run(what, seconds, cpu, usage.ru_maxrss / 1024, proc.returncode)  # KiB on Linux
+    run.tree_rss_mib = max(tree_peak / 2**20, run.rss_mib)
     run.load = os.getloadavg()[0]
     return run
 
@@ -236,7 +261,8 @@ def describe(run: Run, i: int, runs: int) -> str:
         rest += f" (search {run.search_bytes / run.warc_bytes:.2f}x WARC)"
     return (
         f"  run {i}/{runs} {run.tool:<9} {run.seconds:7.2f} s  cpu {run.cpu:6.2f} s  "
-        f"peak RSS {run.rss_mib:5.0f} MiB  {run.responses} URLs  "
+        f"peak RSS {run.rss_mib:5.0f} MiB (with helpers {run.tree_rss_mib:4.0f})  "
+        f"{run.responses} URLs  "
         f"WARC {run.warc_bytes / 2**20:.1f} MiB{rest}  load {run.load:.1f}"
     )
 
@@ -248,13 +274,14 @@ def median(runs: list[Run], attr: str) -> float:
 def summary(wget: list[Run], ours: list[Run]) -> list[str]:
     lines = [
         "",
-        "  crawler     wall s   cpu s  peak RSS   URLs  WARC MiB  other MiB",
-        "  " + "-" * 64,
+        "  crawler     wall s   cpu s  peak RSS  with helpers   URLs  WARC MiB  other MiB",
+        "  " + "-" * 78,
     ]
     for name, runs in (("wget", wget), ("wwwproxy", ours)):
         lines.append(
             f"  {name:<9} {median(runs, 'seconds'):8.2f} {median(runs, 'cpu'):7.2f} "
-            f"{median(runs, 'rss_mib'):6.0f} MiB {median(runs, 'responses'):6.0f} "
+            f"{median(runs, 'rss_mib'):6.0f} MiB {median(runs, 'tree_rss_mib'):9.0f} MiB "
+            f"{median(runs, 'responses'):6.0f} "
             f"{median(runs, 'warc_bytes') / 2**20:9.1f} {median(runs, 'other_bytes') / 2**20:10.1f}"
         )
     a, b = wget[-1].urls, ours[-1].urls
