@@ -6,9 +6,10 @@ flat (not run by CI).
 (60%), misses of new pages (30%), command pages (5%: ``/``, ``/index/``, the host index, a
 search) and revalidations with ``Cache-Control: max-age=0`` (5%); every ``--switch-every``
 seconds the proxy goes offline for five seconds (misses are then queued) and back online.
-Every 30 s it prints the proxy's RSS and open files, and the window's requests, errors and
-p50/p99; at the end the table's first, last and peak, and tried / failed / lost / crashed
-("lost": a page answered whole online that was not served offline afterwards).
+Every 30 s it prints the proxy's RSS (alone, and with the helper processes it started), its open
+files, and the window's requests, errors and p50/p99; at the end the table's first, last and
+peak, and tried / failed / lost / crashed ("lost": a page answered whole online that was not
+served offline afterwards).
 
 Run:  python bench/soak.py                  (an hour, as the reliability issue asks)
       python bench/soak.py --duration 300   (five minutes)
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -73,14 +75,34 @@ async def start_origin() -> tuple[web.AppRunner, int]:
     return runner, port
 
 
-def proc_stats(pid: int) -> tuple[float, int]:
-    """(RSS in MiB, open file descriptors) of a process."""
-    rss = 0.0
+def _rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith("VmRSS:"):
-                rss = int(line.split()[1]) / 1024
-    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started (its search-text helper), from /proc: each thread lists
+    the children it started."""
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/children") as f:
+                found += [int(c) for c in f.read().split()]
+    return found
+
+
+def proc_stats(pid: int) -> tuple[float, float, int]:
+    """(RSS in MiB of the process, of it and the processes it started, its open file
+    descriptors)."""
+    own = _rss_mib(pid)
+    total = own
+    for child in _children(pid):
+        with contextlib.suppress(OSError):  # gone meanwhile
+            total += _rss_mib(child)
+    return own, total, len(os.listdir(f"/proc/{pid}/fd"))
 
 
 class Window:
@@ -117,7 +139,7 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
     next_new = 0
     offline = False
     window = Window()
-    rows: list[tuple[float, float, int, int, int, float, float]] = []
+    rows: list[tuple[float, float, int, int, int, float, float, float]] = []
     rng = random.Random(1)
     try:
         await wait_for_port(port, proc, "wwwproxy", 30, lambda: log.read_text()[-2000:])
@@ -182,8 +204,8 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
             tasks: set[asyncio.Task[None]] = set()
             interval = 1 / args.rate
             tick = started
-            print(f"{'t s':>6} {'RSS MiB':>8} {'fds':>5} {'reqs':>6} {'errs':>5} {'p50 ms':>7} "
-                  f"{'p99 ms':>7}", flush=True)  # fmt: skip
+            print(f"{'t s':>6} {'RSS MiB':>8} {'+helper':>8} {'fds':>5} {'reqs':>6} {'errs':>5} "
+                  f"{'p50 ms':>7} {'p99 ms':>7}", flush=True)  # fmt: skip
             while time.monotonic() - started < args.duration:
                 if proc.poll() is not None:
                     crashed += 1
@@ -195,12 +217,12 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
                     await switch("online")
                     next_switch = time.monotonic() + args.switch_every
                 if now >= next_sample:
-                    rss, fds = proc_stats(proc.pid)
+                    rss, with_helpers, fds = proc_stats(proc.pid)
                     row = (now - started, rss, fds, len(window.latencies), window.errors,
-                           window.p(50), window.p(99))  # fmt: skip
+                           window.p(50), window.p(99), with_helpers)  # fmt: skip
                     rows.append(row)
-                    print(f"{row[0]:>6.0f} {row[1]:>8.0f} {row[2]:>5} {row[3]:>6} {row[4]:>5} "
-                          f"{row[5]:>7.1f} {row[6]:>7.1f}", flush=True)  # fmt: skip
+                    print(f"{row[0]:>6.0f} {row[1]:>8.0f} {row[7]:>8.0f} {row[2]:>5} {row[3]:>6} "
+                          f"{row[4]:>5} {row[5]:>7.1f} {row[6]:>7.1f}", flush=True)  # fmt: skip
                     window = Window()
                     next_sample += SAMPLE_EVERY
                 task = asyncio.create_task(one())
@@ -231,7 +253,11 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
         rss = [r[1] for r in rows]
         fds = [r[2] for r in rows]
         p99 = [r[6] for r in rows if r[6] == r[6]]
+        both = [r[7] for r in rows]
         print(f"RSS MiB first {rss[0]:.0f}, last {rss[-1]:.0f}, peak {max(rss):.0f}")
+        print(
+            f"RSS MiB with helpers first {both[0]:.0f}, last {both[-1]:.0f}, peak {max(both):.0f}"
+        )
         print(f"open files first {fds[0]}, last {fds[-1]}, peak {max(fds)}")
         if p99:
             print(f"p99 ms first {p99[0]:.1f}, last {p99[-1]:.1f}, worst {max(p99):.1f}")
