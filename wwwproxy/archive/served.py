@@ -81,6 +81,13 @@ class CachedEntry:
             return io.BytesIO(self.body)
         return self._cached.open_body()
 
+    def read_body(self) -> bytes:
+        """The whole payload at once (for a body small enough to hold, as a hit's is): one
+        read and one inflate, not a stream's per-chunk ones."""
+        if self.body is not None:
+            return self.body
+        return self._cached.read_body()
+
     @property
     def request_headers(self) -> tuple[tuple[str, str], ...]:
         """The recorded request's headers (for ``Vary``), empty if it was not recorded."""
