@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import subprocess
 import sys
 
 import pytest
@@ -78,3 +79,23 @@ def test_a_helper_that_answers_nonsense_loses_no_link(caplog):
     assert [(k.url, k.kind, k.requisite) for k in helper.links(PAGES[0])] == REALISTIC_LINKS
     assert helper.failures == 1 and "the link helper failed" in caplog.text
     helper.stop()
+
+
+def test_the_helper_starts_without_the_search_index():
+    """A helper process imports what reads links, not the search index, SQLite or the cache
+    behind it (what ``import wwwproxy.archive.search`` used to pull in: a tenth of a second of
+    each helper's start); the package's names still come when asked for."""
+    script = (
+        "import sys, wwwproxy.fetch.linkproc;"
+        "print(sorted(m for m in ('sqlite3', 'wwwproxy.archive.search.index',"
+        " 'wwwproxy.archive.store', 'aiohttp') if m in sys.modules));"
+        "import wwwproxy.archive.search as s; print(s.SearchIndex.__name__, s.SEARCH_DB)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.splitlines() == ["[]", "SearchIndex search.sqlite3"]
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        import wwwproxy.archive.search as search
+
+        search.nothing  # noqa: B018

@@ -16,9 +16,26 @@ can raise a syntax error (:func:`fts_query`).
 
 from __future__ import annotations
 
-from .index import SEARCH_DB, SearchIndex
-from .searching import SearchHit, SearchResults
-from .text import decode_text, extract_text, fts_query
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .index import SEARCH_DB, SearchIndex
+    from .searching import SearchHit, SearchResults
+    from .text import decode_text, extract_text, fts_query
+
+#: each name and the module it comes from, imported at first use: the helper processes
+#: (:mod:`.textproc`, :mod:`wwwproxy.fetch.linkproc`) import modules of this package without
+#: the index, SQLite and the cache policy behind it (a tenth of a second of each one's start)
+_LAZY = {
+    "SEARCH_DB": ".index",
+    "SearchIndex": ".index",
+    "SearchHit": ".searching",
+    "SearchResults": ".searching",
+    "decode_text": ".text",
+    "extract_text": ".text",
+    "fts_query": ".text",
+}
 
 __all__ = [
     "SEARCH_DB",
@@ -29,3 +46,13 @@ __all__ = [
     "extract_text",
     "fts_query",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """A name of :data:`__all__`, from its module (imported now, once)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
