@@ -7,14 +7,12 @@ touches the database.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
-from ...http.content import decode_content
 from ..cdxj import CDXJError, CDXJRecord
 from ..store import StoreError
 from ..warc import WARCFormatError, open_payload, read_record_at
-from .text import MAX_PAYLOAD, decode_text, extract_text
+from .text import MAX_PAYLOAD, extract_text, payload_document
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -35,16 +33,6 @@ def wants_text(line: CDXJRecord) -> bool:
     """Is the text of this capture indexed (a 2xx page of a text type)?"""
     status = line.fields.get("hsc")
     return isinstance(status, int) and 200 <= status < 300 and line.fields.get("mct") in TEXT_TYPES
-
-
-def payload_document(raw: bytes, headers: Iterable[tuple[str, str]]) -> tuple[str, str]:
-    """``(page source, mime type)`` of a payload with these HTTP headers: decoded from its
-    Content-Encoding and charset (the first :data:`MAX_PAYLOAD` bytes)."""
-    names = {n.lower(): v for n, v in headers}
-    data = decode_content(raw[:MAX_PAYLOAD], names.get("content-encoding"), MAX_PAYLOAD)
-    content_type = names.get("content-type")
-    mime = (content_type or "text/html").split(";", 1)[0].strip().lower()
-    return decode_text(data, content_type), mime
 
 
 def read_payload(store: Store, key: str, file: str, pos: int) -> Given | None:

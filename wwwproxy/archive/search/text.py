@@ -18,10 +18,10 @@ import sqlite3
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ...http.content import charset_param
+from ...http.content import charset_param, decode_content
 
 __all__ = [
     "CONTROL",
@@ -36,6 +36,7 @@ __all__ = [
     "decode_text",
     "digest",
     "extract_text",
+    "payload_document",
     "Query",
     "find_snippet",
     "fts_query",
@@ -89,6 +90,18 @@ def decode_text(data: bytes, content_type: str | None) -> str:
         m = _META_CHARSET.search(data[:2048])
         codec = _codec(m.group(1).decode("ascii")) if m else None
     return data.decode(codec or "utf-8", "replace")
+
+
+def payload_document(raw: bytes, headers: Iterable[tuple[str, str]]) -> tuple[str, str]:
+    """``(page source, mime type)`` of a payload with these HTTP headers: decoded from its
+    Content-Encoding and charset (the first :data:`MAX_PAYLOAD` bytes).  ValueError if its
+    Content-Encoding cannot be undone.  Here, not in :mod:`.capture`, which reads WARC files:
+    the text helper (:mod:`.textproc`) needs this alone."""
+    names = {n.lower(): v for n, v in headers}
+    data = decode_content(raw[:MAX_PAYLOAD], names.get("content-encoding"), MAX_PAYLOAD)
+    content_type = names.get("content-type")
+    mime = (content_type or "text/html").split(";", 1)[0].strip().lower()
+    return decode_text(data, content_type), mime
 
 
 def clean(text: str) -> str:

@@ -12,10 +12,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Sequence
 
-from .capture import READ_ERRORS, payload_document
 from .helper import HELPER_FAILURES, Helper, serve
 from .schema import Text
-from .text import extract_text
+from .text import extract_text, payload_document
 
 __all__ = ["HELPER_FAILURES", "PageError", "TextHelper", "page_text", "page_texts"]
 
@@ -35,7 +34,7 @@ def page_text(payload: bytes, headers: Headers) -> Text:
     no text).  PageError if the payload cannot be decoded."""
     try:
         title, text = extract_text(*payload_document(payload, headers))
-    except READ_ERRORS as exc:
+    except (ValueError, OSError, EOFError) as exc:  # what decoding the payload may raise
         raise PageError(str(exc)) from exc
     return Text.of(title, text) if title or text else Text("", "", "")
 
