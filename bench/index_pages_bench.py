@@ -159,11 +159,12 @@ LET_GO_AFTER = 15.0
 def serve(cache: Path) -> None:
     """Run the proxy on the cache until stdin closes; print its port first."""
     from wwwproxy import allocator
-    from wwwproxy.app import compact_loop, start
+    from wwwproxy.app import compact_loop, give_back_loop, start
     from wwwproxy.commands import listing
     from wwwproxy.config import Config
 
     allocator.limit_arenas()  # as `wwwproxy serve` does
+    allocator.fix_mmap_threshold()
     listing.LISTING_IDLE = LET_GO_AFTER  # (10 minutes in `serve`: too long to wait for here)
 
     async def main() -> None:
@@ -171,9 +172,11 @@ def serve(cache: Path) -> None:
         # serve's housekeeping, every 2 s instead of a minute: idle listings let go, memory
         # given back
         housekeeping = asyncio.create_task(compact_loop(running.services.store, every=2.0))
+        trimming = asyncio.create_task(give_back_loop(every=2.0))
         print(running.port, flush=True)
         await asyncio.to_thread(sys.stdin.read)  # until the parent closes it (or dies)
         housekeeping.cancel()
+        trimming.cancel()
         await running.stop()
 
     asyncio.run(main())

@@ -9,7 +9,9 @@ seconds the proxy goes offline for five seconds (misses are then queued) and bac
 Every 30 s it prints the proxy's RSS (alone, and with the helper processes it started), its open
 files, and the window's requests, errors and p50/p99; at the end the table's first, last and
 peak, and tried / failed / lost / crashed ("lost": a page answered whole online that was not
-served offline afterwards).
+served offline afterwards).  After the first ten minutes (caches filling; ``SOAK_WARM_UP``
+seconds) it also prints the RSS trend, the least-squares slope over the samples, in MiB a
+minute: one sample taken during a burst does not decide it.
 
 Run:  python bench/soak.py                  (an hour, as the reliability issue asks)
       python bench/soak.py --duration 300   (five minutes)
@@ -49,6 +51,19 @@ WORDS = [
     "fetch",
     "queue",
 ]
+
+
+#: seconds of warm-up (caches filling) before memory is expected to stay flat
+WARM_UP = float(os.environ.get("SOAK_WARM_UP", 600))
+
+
+def slope(points: list[tuple[float, float]]) -> float:
+    """The least-squares slope of (t, value) points: a trend that one sample taken during a
+    burst (the queue fetched on going online) does not decide."""
+    mt = statistics.fmean(t for t, _ in points)
+    mv = statistics.fmean(v for _, v in points)
+    var = sum((t - mt) ** 2 for t, _ in points)
+    return sum((t - mt) * (v - mv) for t, v in points) / var if var else 0.0
 
 
 def page(n: int) -> bytes:
@@ -259,6 +274,14 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
             f"RSS MiB with helpers first {both[0]:.0f}, last {both[-1]:.0f}, peak {max(both):.0f}"
         )
         print(f"open files first {fds[0]}, last {fds[-1]}, peak {max(fds)}")
+        settled = [(r[0], r[1]) for r in rows if r[0] >= WARM_UP]
+        if len(settled) >= 3:
+            print(
+                f"RSS after the first {WARM_UP / 60:g} minutes: median of the first five "
+                f"samples {statistics.median(m for _, m in settled[:5]):.0f} MiB, of the last "
+                f"five {statistics.median(m for _, m in settled[-5:]):.0f} MiB; trend "
+                f"{slope(settled) * 60:+.2f} MiB a minute (least squares)"
+            )
         if p99:
             print(f"p99 ms first {p99[0]:.1f}, last {p99[-1]:.1f}, worst {max(p99):.1f}")
     print(

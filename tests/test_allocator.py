@@ -87,3 +87,36 @@ def test_freed_memory_goes_back():
     )
     returned, freed_kb = run(code).split()
     assert returned == "True" and int(freed_kb) > 50_000
+
+
+def test_big_blocks_keep_their_own_mappings():
+    """After a 4 MiB block is freed, glibc alone would carve the next 1 MiB block out of the
+    heap (its threshold rose to 4 MiB); fixed, the block gets a mapping of its own again."""
+    code = textwrap.dedent(
+        """
+        import ctypes, sys
+        from wwwproxy.allocator import fix_mmap_threshold
+        if sys.argv[1] == "fix":
+            assert fix_mmap_threshold()
+        class Info(ctypes.Structure):
+            _fields_ = [(n, ctypes.c_size_t) for n in (
+                "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                "uordblks", "fordblks", "keepcost")]
+        libc = ctypes.CDLL(None)
+        libc.mallinfo2.restype = Info
+        big = bytearray(4 << 20)
+        del big
+        before = libc.mallinfo2().hblks
+        block = bytearray(1 << 20)
+        print(libc.mallinfo2().hblks - before)
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+    assert run(code, "free", env=env) == "0"  # the default: the block went into the heap
+    assert run(code, "fix", env=env) == "1"
+
+
+def test_the_environment_decides_the_threshold_when_it_says():
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    code = "from wwwproxy.allocator import fix_mmap_threshold; print(fix_mmap_threshold())"
+    assert run(code, env=env) == "False"

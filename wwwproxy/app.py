@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from .allocator import give_back, limit_arenas
+from .allocator import GIVE_BACK_EVERY, fix_mmap_threshold, give_back, limit_arenas
 from .archive.purge import Limits, purge_loop
 from .archive.search import SearchIndex
 from .archive.store import Store
@@ -279,8 +279,7 @@ async def compact_loop(
 ) -> None:
     """Merge the index journal into the sorted index in the background, so lookups stay
     binary searches instead of re-reading an ever-growing journal; and let go of the host
-    listings the index pages kept that nobody looked at lately, and give the memory freed
-    back to the system (:mod:`wwwproxy.allocator`)."""
+    listings the index pages kept that nobody looked at lately."""
     while True:
         await asyncio.sleep(every)
         try:
@@ -290,7 +289,15 @@ async def compact_loop(
         except Exception:  # noqa: BLE001 (never fatal: the journal keeps serving lookups)
             log.exception("index compaction failed; will retry")
         await asyncio.to_thread(release_idle, store)
-        await asyncio.to_thread(give_back)  # what glibc holds free goes back to the system
+
+
+async def give_back_loop(every: float = GIVE_BACK_EVERY) -> None:
+    """Give the memory the allocator holds free back to the system every few seconds
+    (:mod:`wwwproxy.allocator`): a burst (the queue fetched on going online, a big page)
+    leaves the process as small as before within seconds."""
+    while True:
+        await asyncio.sleep(every)
+        await asyncio.to_thread(give_back)
 
 
 async def serve(
@@ -307,6 +314,7 @@ async def serve(
         return dataclasses.replace(load_config(config_path), **overrides)
 
     limit_arenas()  # before the worker threads allocate: memory stays flat for months
+    fix_mmap_threshold()
     config = load()
     config.cache.mkdir(parents=True, exist_ok=True)
     raise_open_files_limit()
@@ -314,6 +322,7 @@ async def serve(
     services = running.services
     monitor = asyncio.create_task(monitor_loop(services, monitor_path(config.cache)))
     compactor = asyncio.create_task(compact_loop(services.store))
+    trimmer = asyncio.create_task(give_back_loop())
     # keep_captures, purge_after_days, max_size: daily, and when the cache outgrows max_size
     purger = asyncio.create_task(
         purge_loop(services.store, lambda: Limits.from_config(services.config))
@@ -353,7 +362,7 @@ async def serve(
     if on_ready is not None:
         on_ready(running)
     await stop.wait()
-    for task in (monitor, compactor, purger):
+    for task in (monitor, compactor, trimmer, purger):
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
