@@ -29,7 +29,7 @@ from wwwproxy.archive.cdxj import (
     parse_ref,
     read_journal,
 )
-from wwwproxy.archive.cdxj.line import _KEY_ORDER, _check_key, _parse_canonical
+from wwwproxy.archive.cdxj.line import _KEY_ORDER, _check_key, _parse_bytes, _parse_canonical
 
 from .conftest import GOOD_JSON, SHA, TS, _with_json, rec
 
@@ -329,6 +329,7 @@ def test_fast_path_agrees_with_the_full_parser(
         full = _outcome(lambda c=candidate: CDXJRecord._parse_text(c.removesuffix("\n")))
         assert _outcome(lambda c=candidate: CDXJRecord._parse(c)) == full
         assert _outcome(lambda c=candidate: CDXJRecord._parse(c.encode())) == full
+        assert _outcome(lambda c=candidate: _parse_bytes(c.encode())) == full  # lookups' path
 
 
 def test_lines_this_module_writes_take_the_fast_path() -> None:
@@ -397,6 +398,7 @@ def test_fast_path_edge_cases(block: str, rtype: str, ts: str, key: str) -> None
     full = _outcome(lambda: CDXJRecord._parse_text(line))
     assert _outcome(lambda: CDXJRecord._parse(line)) == full
     assert _outcome(lambda: CDXJRecord._parse(line.encode())) == full
+    assert _outcome(lambda: _parse_bytes(line.encode())) == full
 
 
 # --------------------------------------------------------------------------------------------

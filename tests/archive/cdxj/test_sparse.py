@@ -3,6 +3,7 @@ on random files with many small blocks, and lookups that must see an index chang
 
 from __future__ import annotations
 
+import bisect
 import gc
 import os
 import random
@@ -209,3 +210,69 @@ def test_replaced_versions_are_closed(tmp_path: Path) -> None:
     del index
     gc.collect()
     assert len(os.listdir("/proc/self/fd")) < before
+
+
+# --------------------------------------------------------------------------------------------
+# Lookups through Index against a naive sorted list, on random indexes and journals
+
+
+def naive_exact(lines: list[bytes], key: str) -> list[bytes]:
+    """The answer by definition: bisect a sorted list of every unique line, walk the run."""
+    target = key.encode() + b" "
+    i = bisect.bisect_left(lines, target)
+    found = []
+    while i < len(lines) and lines[i].startswith(target):
+        found.append(lines[i])
+        i += 1
+    return found
+
+
+_STEMS = ["(com,a,)/", "(com,a,)/a", "(com,a,)/a/b", "(com,a,)/ab", "(com,ab,)/", "(de,bücher,)/"]
+
+
+def random_keys(rng: random.Random) -> list[str]:
+    """Keys that are prefixes of one another (a, a/b, ab), and some long ones."""
+    parts = [_STEMS, ["", "x", "x/y", "?q=1", "é", "😀"], ["", "1", "12", "2"]]
+    keys = {"".join(map(rng.choice, parts)) for _ in range(150)}
+    keys |= {_LONG + rng.choice(["", "a", "a/b"]) for _ in range(3)}
+    return sorted(keys, key=str.encode)
+
+
+@pytest.mark.parametrize(
+    ("seed", "block_size", "journal"),
+    [(1, 1, False), (2, 7, True), (3, 64, False), (4, 301, True), (5, 4096, True), (6, 1, True)],
+)
+def test_index_lookups_match_a_naive_sorted_list(
+    tmp_path: Path, seed: int, block_size: int, journal: bool
+) -> None:
+    rng = random.Random(seed)
+    keys = random_keys(rng)
+    records = [  # several captures of most keys, often more than a block's worth
+        rec(key, f"20{20 + rng.randrange(10)}-0{1 + rng.randrange(9)}-1{rng.randrange(10)}",
+            rng.choice(["response", "revisit", "request"]), offset=rng.randrange(10**6))
+        for key in keys
+        for _ in range(rng.choice([1, 1, 2, 3, 12]))
+    ]  # fmt: skip
+    rng.shuffle(records)
+    in_index = records if not journal else records[: len(records) // 2]
+    in_journal = records[len(records) // 2 :] + rng.sample(in_index, 5) if journal else []
+    write_index(tmp_path / "index.cdxj", in_index)
+    index = Index(tmp_path, block_size=block_size)
+    if in_journal:
+        index.add(in_journal)
+    by_line = {r.sort_key: r for r in records}
+    lines = sorted(by_line)
+    first, last = lines[0].split(b" ")[0].decode(), lines[-1].split(b" ")[0].decode()
+    probes = [*keys, first, last, "(", "(com,a,)", "(com,a,)/a/", "~", last + "x", "(zzz,)/"]
+    samples = IndexFile(tmp_path / "index.cdxj", block_size=block_size).sample_count()
+    assert samples > 64 or block_size > 7  # (so the sparse index's top level has several keys)
+    for key in probes:
+        expected = [by_line[line] for line in naive_exact(lines, key)]
+        assert index.exact(key) == expected, key
+        assert index.newest(key) == (expected[-1] if expected else None), key
+        responses = [r for r in expected if r.record_type == "response"]
+        assert index.exact(key, record_types={"response"}) == responses, key
+        assert index.newest(key, record_types={"response"}) == (
+            responses[-1] if responses else None
+        ), key
+    assert index.exact(first) and index.exact(last) and index.problems == []

@@ -32,12 +32,22 @@ from .line import (
     CDXJError,
     CDXJRecord,
     _check_key,
+    _parse_bytes,
     format_header,
     format_timestamp,
     parse_timestamp,
 )
 from .merge import DEFAULT_RUN_LINES, _atomic_write, _external_sort, merge_sorted, write_index
-from .read import IndexFile, StrPath, _scan, check, file_version, iter_records, read_journal
+from .read import (
+    DEFAULT_BLOCK_SIZE,
+    IndexFile,
+    StrPath,
+    _scan,
+    check,
+    file_version,
+    iter_records,
+    read_journal,
+)
 
 __all__ = ["INDEX_NAME", "JOURNAL_NAME", "Index", "IndexFile", "append_journal"]
 
@@ -163,15 +173,19 @@ class Index:
     lines, so a crash at any point loses nothing and duplicates nothing.
 
     Writers and compaction coordinate with ``flock`` and so may be in different processes.
+    ``block_size`` is the spacing of the sparse index's samples (``IndexFile``; tests make it
+    small to search through many samples).
     """
 
-    def __init__(self, directory: StrPath, *, create: bool = True) -> None:
+    def __init__(
+        self, directory: StrPath, *, create: bool = True, block_size: int = DEFAULT_BLOCK_SIZE
+    ) -> None:
         self.directory = Path(directory)
         if create:
             self.directory.mkdir(parents=True, exist_ok=True)
         self.index_path = self.directory / INDEX_NAME
         self.journal_path = self.directory / JOURNAL_NAME
-        self._file = IndexFile(self.index_path)
+        self._file = IndexFile(self.index_path, block_size=block_size)
         self._lock = threading.Lock()
         self._compact_lock = threading.Lock()
         self._journal_cache: dict[str, tuple[_Ident, list[CDXJRecord]]] = {}
@@ -435,7 +449,7 @@ class Index:
         ``offset``) if it is valid and of a wanted type; a malformed line is reported."""
         if record is None:
             try:
-                record = CDXJRecord._parse(line)
+                record = _parse_bytes(line)
             except CDXJError as e:
                 self._report(str(e.at(f"{self.index_path} (byte {offset})", None)))
                 return None
@@ -506,7 +520,27 @@ class Index:
 
     def exact(self, key: str, *, record_types: Collection[str] | None = None) -> list[CDXJRecord]:
         """All captures of exactly ``key``, oldest first."""
-        return list(self._records(self._key_target(key), record_types))
+        target = self._key_target(key)
+        jlines, jrecords = self._journal_span(target)
+        if jlines:
+            merged = self._merged(target, jlines, jrecords)
+            wanted = (self._wanted(*item, record_types) for item in merged)
+            return [record for record in wanted if record is not None]
+        # the common case, written out (the loop of _index_records and _wanted, inline)
+        records: list[CDXJRecord] = []
+        previous: bytes | None = None
+        for offset, line in self._file.lines(target):
+            if line == previous:
+                continue
+            previous = line
+            try:
+                record = _parse_bytes(line)
+            except CDXJError:
+                self._wanted(line, offset, None, record_types)  # reports it
+                continue
+            if record_types is None or record.record_type in record_types:
+                records.append(record)
+        return records
 
     def newest(self, key: str, *, record_types: Collection[str] | None = None) -> CDXJRecord | None:
         """The latest capture of ``key`` (``None`` if there is none): the lines are read from

@@ -396,6 +396,32 @@ def _parse_canonical(text: str, raw: bytes | None) -> CDXJRecord | None:
     return record
 
 
+def _parse_bytes(raw: bytes) -> CDXJRecord:
+    """The record of a line given as bytes without its newline, as ``CDXJRecord._parse``
+    makes it (the lookups' path: the fast path without the dispatch on the line's type; any
+    line it does not recognise goes the full way, which alone raises the errors)."""
+    try:
+        m = _FAST_LINE_RE.fullmatch(raw.decode())
+    except UnicodeDecodeError:
+        m = None
+    if m is None:
+        return CDXJRecord._parse(raw)
+    key, ts, record_type, date, rod = m.group(*_HEAD)
+    if (not _VALID_DATES.get(date) and not _valid_date(date)) or rod is not None:
+        return CDXJRecord._parse(raw)  # (rare: a revisit's rod, or an impossible date)
+    record = _new(CDXJRecord)
+    state = record.__dict__
+    state["key"] = key
+    state["timestamp"] = ts
+    state["record_type"] = record_type
+    state["_raw"] = raw
+    state["_match"] = m
+    return record
+
+
+_new = object.__new__
+
+
 def _canonical_fields(m: re.Match[str]) -> dict[str, Any]:
     """The JSON block of a line ``_FAST_LINE_RE`` matched (and so validated) as a dict."""
     g = m.groups()

@@ -230,6 +230,7 @@ def check(path: StrPath, *, index: bool = False) -> list[str]:
 DEFAULT_BLOCK_SIZE = 8192
 _SAMPLE_MAX = 256  # longer keys are cut: searches stay right, only their reads get longer
 _READ = 65536
+_FANOUT = 64  # keys per entry of the sparse index's top level
 _Ident = tuple[int, int, int, int]
 
 
@@ -278,7 +279,7 @@ def _sample(head: bytes) -> bytes:
 class _Snapshot:
     """One version of a sorted file: an open descriptor, where records start, the samples."""
 
-    __slots__ = ("fd", "ident", "keys", "mtime_ns", "offsets", "size", "start")
+    __slots__ = ("fd", "ident", "keys", "mtime_ns", "offsets", "size", "start", "top")
 
     def __init__(self, fd: int, source: str, block_size: int) -> None:
         self.fd = fd  # owned from here (closed by __del__); only pread() is used on it
@@ -293,6 +294,7 @@ class _Snapshot:
             self.keys.append(_sample(os.pread(fd, _SAMPLE_MAX + 1, pos)))
             self.offsets.append(pos)
             pos = self._line_start(pos + block_size)
+        self.top = self.keys[::_FANOUT]
 
     def __del__(self, _close: Callable[[int], None] = os.close) -> None:
         _close(self.fd)  # (os.close bound early: this may run at interpreter exit)
@@ -317,7 +319,12 @@ class _Snapshot:
             return iter(())
         # a line is >= its sample, so the line of the first sample >= target is >= target too;
         # a line is < target if its sample is and is no prefix of target (one cut short may be)
-        i = bisect.bisect_left(keys, target)
+        # in two steps: the top level (every _FANOUT-th key) stays in the CPU's cache, and only
+        # a few keys of the whole list are touched
+        j = bisect.bisect_left(self.top, target)  # so keys[(j - 1) * F] < target <= keys[j * F]
+        i = bisect.bisect_left(
+            keys, target, (j - 1) * _FANOUT + 1 if j else 0, min(j * _FANOUT, len(keys))
+        )
         hi = self.offsets[i] if i < len(keys) else self.size
         while i > 0 and target.startswith(keys[i - 1]):
             i -= 1
