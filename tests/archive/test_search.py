@@ -86,6 +86,22 @@ def test_block_tags_separate_words_in_either_case(page, text):
     assert extract_text(page) == ("", text)
 
 
+@pytest.mark.parametrize(
+    ("page", "text"),
+    [
+        ("a<SCRIPT type=x>b</script >c<Style>d</STYLE>e", "a c e"),
+        ("a<noframes>b</noframes>c<TEMPLATE>d</template>e<script>f", "a c e"),  # to the end
+        ("a<scripts>b</scripts>c<sty>d", "abcd"),  # other names: their text shows
+        ("a<s>b</s>c<t>d<n>e<strong>f</strong>", "abcdef"),  # the same first letters
+        # long s folds to "s" under re.I: this text was always hidden, and stays so (a page's
+        # text may not change, or its terms could not be deleted from the index)
+        ("a<\u017fcript>b</script>c", "a"),  # and to the end: its end tag is another name
+    ],
+)
+def test_hidden_elements_leave_no_text(page, text):
+    assert extract_text(page) == ("", text)
+
+
 def test_fts_query_quotes_every_token():
     """FTS5's own tokenizer splits the words (the index keeps no positions, so a phrase
     could not be matched): every token quoted, folded as the index folds it."""
