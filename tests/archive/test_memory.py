@@ -32,6 +32,19 @@ def test_a_repeated_get_comes_from_memory_with_the_same_bytes(tmp_path: Path) ->
         assert f.read() == b"<p>one</p>"
 
 
+def test_a_read_that_does_not_keep_leaves_memory_as_it_was(tmp_path: Path) -> None:
+    """The search index reads pages (and its result list reads their copies): those reads must
+    not push out the copies browsers are served."""
+    store = hot_store(tmp_path)
+    url, key, _ = put(store, URL, b"<p>one</p>")
+    entry = store.get(url, key, keep=False)
+    assert entry is not None and entry.read_body() == b"<p>one</p>"
+    assert len(store.memory) == 0 and len(store.located) == 0
+    kept = store.get(url, key)
+    assert kept is not None and len(store.memory) == 1
+    assert store.get(url, key, keep=False) is kept  # one already there is still used
+
+
 def test_a_new_capture_is_seen_at_once(tmp_path: Path) -> None:
     store = hot_store(tmp_path)
     url, key, _ = put(store, URL, b"old")

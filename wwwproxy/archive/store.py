@@ -236,11 +236,14 @@ class Store:
         *,
         at: datetime | None = None,
         prefer_good: bool = True,
+        keep: bool = True,
     ) -> CachedEntry | None:
         """The newest servable response for ``key`` (by default the URL's GET key), or the
         newest recorded no later than ``at``.  With ``prefer_good`` the newest 2xx/3xx
         capture wins over newer error answers (keep-the-good-copy); without, or when there is
-        no good one, the newest servable capture of any status."""
+        no good one, the newest servable capture of any status.  With ``keep`` False a copy
+        not in memory is not put there: reading pages for the search index or its result
+        list must not push out the copies browsers are being served."""
         key = url.file if key is None else key
         path = self.path_for(url, key)
         hot = at is None and _NON_GET not in key
@@ -262,11 +265,10 @@ class Store:
         if cached is None:
             return None
         entry = CachedEntry.from_cached(key, cached)
-        if hot and before is not None:
+        if hot and keep and before is not None:
             if self.memory.keeps(entry.payload_length):
                 try:
-                    with entry.open_body() as stream:
-                        entry = dataclasses.replace(entry, body=stream.read())
+                    entry = dataclasses.replace(entry, body=entry.read_body())
                 except FileNotFoundError:  # removed meanwhile (a purge, a delete)
                     return None
                 self.memory.put(key, prefer_good, entry, path, before)

@@ -32,7 +32,7 @@ def _withheld(ctx: Context, urls: list[str]) -> set[str]:
             url = canonicalize(text)
         except InvalidURL:
             continue
-        entry = store.get(url)
+        entry = store.get(url, keep=False)
         if entry is not None and ctx.withheld(entry):
             out.add(text)
     return out
