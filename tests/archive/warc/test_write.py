@@ -283,3 +283,33 @@ def test_each_record_is_byte_for_byte_what_warcio_writes(tmp_path, body, req_bod
         assert raw.decompress(member) == _warcio_bytes(record, payload)
         assert raw.eof and not raw.unused_data
     assert warcio_check(path) == 4
+
+
+@pytest.mark.parametrize("use_isal", [True, False])
+@pytest.mark.parametrize(
+    ("level", "data"),
+    [
+        (0, b""),
+        (0, bytes(range(256)) * 64),  # stored: no smaller, whoever deflates
+        (3, b""),
+        (3, b"<p>words words words</p>\n" * 4000),
+        (3, random.Random(7).randbytes(100_000)),  # incompressible, deflated all the same
+        (9, b"<p>x</p>" * 1000),
+    ],
+)
+def test_a_member_is_gzip_that_zlib_reads_back_whoever_deflates(monkeypatch, use_isal, level, data):
+    """A member from ISA-L (levels above 0) or from zlib (level 0, or without ISA-L) is one
+    plain gzip member: zlib inflates it to the same bytes; level 0 stores, others deflate."""
+    from wwwproxy.archive.warc import write as write_module
+
+    if not use_isal:
+        monkeypatch.setattr(write_module, "_deflate_lib", zlib)
+    comp = write_module._deflater(level)
+    member = comp.compress(data) + comp.flush()
+    raw = zlib.decompressobj(zlib.MAX_WBITS + 16)
+    assert raw.decompress(member) == data and raw.eof and not raw.unused_data
+    assert type(comp).__module__ == ("isal_zlib" if use_isal and level else "zlib")
+    if level == 0:
+        assert len(member) > len(data)  # stored blocks
+    elif data.startswith(b"<p>"):
+        assert len(member) < len(data) // 10
