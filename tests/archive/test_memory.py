@@ -45,6 +45,18 @@ def test_a_read_that_does_not_keep_leaves_memory_as_it_was(tmp_path: Path) -> No
     assert store.get(url, key, keep=False) is kept  # one already there is still used
 
 
+def test_indexing_a_revisit_reads_its_page_without_keeping_it(tmp_path: Path) -> None:
+    from wwwproxy.archive.search.capture import read_payload
+
+    store = hot_store(tmp_path)
+    put(store, URL, b"<p>same</p>")
+    _, key, lines = put(store, URL, b"<p>same</p>", date=T0 + timedelta(seconds=5))
+    (revisit,) = [line for line in lines if line.record_type == "revisit"]
+    given = read_payload(store, key, *revisit.warcfile)
+    assert given is not None and given.payload == b"<p>same</p>"
+    assert len(store.memory) == 0 and len(store.located) == 0
+
+
 def test_a_new_capture_is_seen_at_once(tmp_path: Path) -> None:
     store = hot_store(tmp_path)
     url, key, _ = put(store, URL, b"old")

@@ -305,8 +305,9 @@ class Prefetcher:
             await self._follow(task, url, entry)
 
     def _cached(self, url: URL) -> CachedEntry | None:
-        """The copy the proxy would serve for a GET of ``url`` (blocking)."""
-        return self.store.get(url, prefer_good=self.services.config.keep_good_copy)
+        """The copy the proxy would serve for a GET of ``url`` (blocking; a crawl's reads do
+        not push the copies browsers are served out of the memory cache)."""
+        return self.store.get(url, prefer_good=self.services.config.keep_good_copy, keep=False)
 
     def _action(
         self,
@@ -388,7 +389,7 @@ class Prefetcher:
         """``entry`` with a body to read: a recorded response whose body was too large to
         keep is read from the archive (blocking)."""
         if isinstance(entry, Recorded) and entry.body is None:
-            return self.store.get(url, prefer_good=False)
+            return self.store.get(url, prefer_good=False, keep=False)
         return entry
 
     def _robots_text(self, url: URL, entry: Response) -> bytes:

@@ -42,7 +42,7 @@ def read_payload(store: Store, key: str, file: str, pos: int) -> Given | None:
     if record.rec_type == "revisit":
         from ...url import canonicalize
 
-        entry = store.get(canonicalize(key), key)
+        entry = store.get(canonicalize(key), key, keep=False)  # not a browser's copy
         if entry is None:
             return None
         stream = entry.open_body()
