@@ -67,9 +67,17 @@ def slope(points: list[tuple[float, float]]) -> float:
     return sum((t - mt) * (v - mv) for t, v in points) / var if var else 0.0
 
 
+#: the words pages are cut from (made once: making 9,000 random words per page, twice per
+#: request, made this process the bottleneck of its own load)
+_TEXT = " ".join(random.Random(0).choice(WORDS) for _ in range(200_000))
+
+
 def page(n: int) -> bytes:
+    """Page ``n``: 1 to 60 KB of the words, the same bytes every time."""
     rng = random.Random(n)
-    words = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(150, 9000)))
+    size = rng.randrange(150, 9000) * 7
+    at = _TEXT.find(" ", rng.randrange(len(_TEXT) - size - 10)) + 1
+    words = _TEXT[at : at + size].rstrip()
     return f"<html><title>page {n}</title><body><p>{words}</p></body></html>".encode()
 
 
@@ -127,7 +135,7 @@ class Window:
         self.errors = 0
 
     def p(self, q: float) -> float:
-        if not self.latencies:
+        if len(self.latencies) < 2:  # a window with (almost) nothing answered: a stall
             return float("nan")
         return statistics.quantiles(self.latencies, n=100)[int(q) - 1] * 1000
 
@@ -224,41 +232,51 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
                 ) as reply:
                     await reply.read()
 
+            async def switching() -> None:
+                """Offline for five seconds every ``--switch-every`` seconds, beside the load
+                (which goes on at the same rate: offline is when misses are queued)."""
+                while True:
+                    await asyncio.sleep(args.switch_every)
+                    await switch("offline")
+                    await asyncio.sleep(5)
+                    await switch("online")
+
+            async def sampling() -> None:
+                nonlocal window
+                next_sample = started + SAMPLE_EVERY
+                while True:
+                    await asyncio.sleep(max(0.0, next_sample - time.monotonic()))
+                    now = time.monotonic()
+                    rss, with_helpers, fds = proc_stats(proc.pid)
+                    done, window = window, Window()
+                    behind = await search_behind()
+                    row = (now - started, rss, fds, len(done.latencies), done.errors,
+                           done.p(50), done.p(99), with_helpers, behind)  # fmt: skip
+                    rows.append(row)
+                    print(f"{row[0]:>6.0f} {row[1]:>8.0f} {row[7]:>8.0f} {row[2]:>5} {row[3]:>6} "
+                          f"{row[4]:>5} {row[5]:>7.1f} {row[6]:>7.1f} {row[8]:>13}",
+                          flush=True)  # fmt: skip
+                    next_sample += SAMPLE_EVERY
+
             started = time.monotonic()
-            next_sample = started + SAMPLE_EVERY
-            next_switch = started + args.switch_every
             tasks: set[asyncio.Task[None]] = set()
             interval = 1 / args.rate
             tick = started
             print(f"{'t s':>6} {'RSS MiB':>8} {'+helper':>8} {'fds':>5} {'reqs':>6} {'errs':>5} "
                   f"{'p50 ms':>7} {'p99 ms':>7} {'search behind':>13}", flush=True)  # fmt: skip
+            background = [asyncio.create_task(switching()), asyncio.create_task(sampling())]
             while time.monotonic() - started < args.duration:
                 if proc.poll() is not None:
                     crashed += 1
                     break
-                now = time.monotonic()
-                if now >= next_switch:
-                    await switch("offline")
-                    await asyncio.sleep(5)
-                    await switch("online")
-                    next_switch = time.monotonic() + args.switch_every
-                if now >= next_sample:
-                    rss, with_helpers, fds = proc_stats(proc.pid)
-                    behind = await search_behind()
-                    row = (now - started, rss, fds, len(window.latencies), window.errors,
-                           window.p(50), window.p(99), with_helpers, behind)  # fmt: skip
-                    rows.append(row)
-                    print(f"{row[0]:>6.0f} {row[1]:>8.0f} {row[7]:>8.0f} {row[2]:>5} {row[3]:>6} "
-                          f"{row[4]:>5} {row[5]:>7.1f} {row[6]:>7.1f} {row[8]:>13}",
-                          flush=True)  # fmt: skip
-                    window = Window()
-                    next_sample += SAMPLE_EVERY
                 task = asyncio.create_task(one())
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
                 tick += interval
                 await asyncio.sleep(max(0.0, tick - time.monotonic()))
-            await asyncio.gather(*tasks)
+            for job in background:
+                job.cancel()
+            await asyncio.gather(*tasks, *background, return_exceptions=True)
 
             # everything answered whole online is served offline afterwards
             await switch("offline")
