@@ -51,29 +51,29 @@ def _libc_function(name: str) -> Any | None:
     return getattr(libc, name, None)
 
 
-def limit_arenas(count: int = ARENAS) -> bool:
-    """At most ``count`` malloc arenas for the process (call it before threads start
-    allocating); False where it cannot be done or the environment already decides."""
-    if "MALLOC_ARENA_MAX" in os.environ:
+def _mallopt(param: int, value: int, environment: str) -> bool:
+    """``mallopt(param, value)``, unless the person set ``environment`` (glibc reads it at
+    start: theirs to decide); False where it cannot be done."""
+    if environment in os.environ:
         return False
     mallopt = _libc_function("mallopt")
     if mallopt is None:
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    return bool(mallopt(_M_ARENA_MAX, count))
+    return bool(mallopt(param, value))
+
+
+def limit_arenas(count: int = ARENAS) -> bool:
+    """At most ``count`` malloc arenas for the process (call it before threads start
+    allocating); False where it cannot be done or the environment already decides."""
+    return _mallopt(_M_ARENA_MAX, count, "MALLOC_ARENA_MAX")
 
 
 def fix_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
     """Blocks of ``size`` bytes or more always get a mapping of their own (glibc no longer
     raises the threshold as big blocks are freed); False where it cannot be done or the
     environment already decides."""
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
-        return False
-    mallopt = _libc_function("mallopt")
-    if mallopt is None:
-        return False
-    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    return bool(mallopt(_M_MMAP_THRESHOLD, size))
+    return _mallopt(_M_MMAP_THRESHOLD, size, "MALLOC_MMAP_THRESHOLD_")
 
 
 def give_back() -> bool:
