@@ -11,18 +11,15 @@ import errno
 import logging
 import resource
 import signal
-import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from .allocator import GIVE_BACK_EVERY, fix_mmap_threshold, give_back, limit_arenas
 from .archive.purge import Limits, purge_loop
-from .archive.search import SearchIndex
 from .archive.store import Store
 from .commands import handle_command
 from .commands.listing import list_hosts, release_idle
@@ -33,9 +30,12 @@ from .proxy import front as fast_front
 from .proxy.accesslog import SHUTDOWN_TIMEOUT, AccessLogger, quiet_bad_requests
 from .proxy.front import FrontListener
 from .proxy.server import ProxyServer
-from .recording.engine import Engine
 from .recording.services import Services
-from .recording.upstream import UpstreamTimeouts
+from .recording.wiring import (
+    SEARCH_FLUSH,
+    build_services,
+    open_services,
+)
 
 __all__ = ["Running", "build_services", "open_services", "serve", "start"]
 
@@ -44,7 +44,6 @@ log = logging.getLogger("wwwproxy")
 IO_THREADS = 32
 COMPACT_EVERY = 60.0  # seconds between checks of the index journal
 COMPACT_BYTES = 256 * 1024  # journal size that triggers a merge into the sorted index
-SEARCH_FLUSH = 120.0  # seconds to wait at the end for the search index to catch up
 #: seconds between two warnings that connections cannot be accepted (one line per burst)
 ACCEPT_WARN_EVERY = 60.0
 #: the open-files limit asked for when the hard limit is "unlimited" (Linux's nr_open default)
@@ -122,69 +121,6 @@ class AcceptErrors:
             self.previous(loop, context)
         else:
             loop.default_exception_handler(context)
-
-
-def open_search(store: Store) -> SearchIndex | None:
-    """The full-text index, following every recording of ``store``; None (and a warning) if
-    its database cannot be used: recording never depends on it."""
-    try:
-        search = SearchIndex(store.root)
-    except (ValueError, sqlite3.Error) as exc:
-        log.warning("the search index is not kept up to date: %s", exc)
-        return None
-    search.attach(store)
-    return search
-
-
-def build_services(
-    config: Config,
-    *,
-    mode: Mode | None = None,
-    store: Store | None = None,
-    search: bool = True,
-    resolver: aiohttp.abc.AbstractResolver | None = None,
-    limit_per_host: int = 0,
-) -> Services:
-    """The one services object of a process.  ``resolver`` replaces DNS (tests send
-    ``example.com`` to local servers); ``limit_per_host`` bounds connections to one origin
-    (the crawler is polite; the proxy leaves that to the browsers)."""
-    store = store or Store(config.cache)
-    engine = Engine(
-        store,
-        UpstreamTimeouts(config.connect_timeout, config.read_timeout),
-        finish_on_disconnect=config.finish_on_disconnect,
-        resolver=resolver,
-        limit_per_host=limit_per_host,
-    )
-    services = Services(
-        config,
-        store,
-        mode=mode,
-        search=open_search(store) if search else None,
-        engine=engine,
-    )
-    engine.follow(lambda: services.config)  # the header policy and abort limits, reloaded
-    return services
-
-
-async def close_services(services: Services) -> None:
-    """Cancel background work, close the upstream session, let the search index catch up and
-    close it (no -wal file left)."""
-    await services.close()
-    if services.search is not None:
-        if not await asyncio.to_thread(services.search.flush, SEARCH_FLUSH):
-            log.warning("the search index was not brought up to date: run a rebuild on /search/")
-        await asyncio.to_thread(services.search.close)
-
-
-@contextlib.asynccontextmanager
-async def open_services(config: Config, **kwargs: Any) -> AsyncIterator[Services]:
-    """:func:`build_services` for a command that does not listen (``wwwproxy fetch``)."""
-    services = await asyncio.to_thread(lambda: build_services(config, **kwargs))
-    try:
-        yield services
-    finally:
-        await close_services(services)
 
 
 @dataclasses.dataclass

@@ -15,14 +15,14 @@ __all__ = ["STATIC", "MapResolver", "Site", "named", "site"]
 @pytest.fixture
 def named(site: Site, monkeypatch: pytest.MonkeyPatch) -> Site:  # noqa: F811 (the fixture)
     """The site, also as example.com, www.example.com, ... on port 80 for every fetch the
-    commands make through :func:`wwwproxy.app.open_services`."""
-    from wwwproxy import app
+    commands make through :func:`wwwproxy.recording.wiring.open_services`."""
+    from wwwproxy.recording import wiring
 
-    original = app.open_services
+    original = wiring.open_services
 
     def open_services(config: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("resolver", MapResolver(site.port))
         return original(config, **kwargs)
 
-    monkeypatch.setattr(app, "open_services", open_services)
+    monkeypatch.setattr(wiring, "open_services", open_services)
     return site

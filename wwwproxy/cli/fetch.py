@@ -1,8 +1,8 @@
 """``wwwproxy fetch``, ``wwwproxy urldb`` and ``wwwproxy monitor``: argument parsing and the
 thin command functions (the crawler is :mod:`wwwproxy.fetch.prefetch`, the database
 :mod:`wwwproxy.urldb`, the schedule :mod:`wwwproxy.fetch.monitor`).  They fetch through the
-services :func:`wwwproxy.app.open_services` builds: the same recording engine, cache policy,
-queue and search index as ``wwwproxy serve``.
+services :func:`wwwproxy.recording.wiring.open_services` builds: the same recording engine,
+cache policy, queue and search index as ``wwwproxy serve``.
 
 Exit status: 0 all done, 1 something failed (a URL, a record, a database file), 2 usage or
 configuration errors (nothing was fetched).
@@ -151,9 +151,9 @@ def _store(config: Config) -> Store:
 def _services(config: Config, store: Store, per_host: int) -> AbstractAsyncContextManager[Services]:
     """The services a sub-command fetches through (not listening): the store it has
     opened, at most ``per_host`` connections to one host."""
-    from .. import app
+    from ..recording import wiring  # not ..app: a crawl needs neither the server nor its pages
 
-    return app.open_services(config, store=store, limit_per_host=per_host)
+    return wiring.open_services(config, store=store, limit_per_host=per_host)
 
 
 def _err(command: str, message: object) -> None:

@@ -120,7 +120,7 @@ def _print_report(report: ImportReport, spool: Path) -> None:
 
 def cmd_import_wwwoffle(args: argparse.Namespace) -> int:
     """Import a WWWOFFLE spool's pages into the cache and its queue into the outgoing queue."""
-    from .. import app
+    from ..recording import wiring
 
     try:
         config = _config(args)
@@ -129,7 +129,7 @@ def cmd_import_wwwoffle(args: argparse.Namespace) -> int:
     spool = Path(args.spool)
 
     async def run() -> ImportReport:
-        async with app.open_services(config) as services:
+        async with wiring.open_services(config) as services:
             return await asyncio.to_thread(import_spool, services.store, services.queue, spool)
 
     try:
