@@ -363,8 +363,9 @@ def test_compact_keeps_old_index_readable_until_replaced(tmp_path: Path) -> None
     assert seen == [(old_bytes, 100)]  # old index intact, and the sealed journal still visible
     assert index.index_path.read_bytes() != old_bytes
     assert list(index.prefix("(com,")) == old + new
-    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".compact")] == [
-        "index.cdxj"
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".compact")) == [
+        ".index.cdxj.checked",
+        "index.cdxj",
     ]
 
 
@@ -429,7 +430,11 @@ def test_compact_removes_leftovers_of_a_killed_compaction(tmp_path: Path) -> Non
     (tmp_path / ".cdxj-sort-xyz").mkdir()
     write(tmp_path / ".cdxj-sort-xyz" / "run-1.cdxj", "x\n")
     assert index.compact() == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".compact.lock", "index.cdxj"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".compact.lock",
+        ".index.cdxj.checked",
+        "index.cdxj",
+    ]
 
 
 def test_compact_keep_filter_purges(tmp_path: Path) -> None:

@@ -29,7 +29,13 @@ from wwwproxy.archive.cdxj import (
     parse_ref,
     read_journal,
 )
-from wwwproxy.archive.cdxj.line import _KEY_ORDER, _check_key, _parse_bytes, _parse_canonical
+from wwwproxy.archive.cdxj.line import (
+    _KEY_ORDER,
+    _check_key,
+    _checked_line,
+    _parse_bytes,
+    _parse_canonical,
+)
 
 from .conftest import GOOD_JSON, SHA, TS, _with_json, rec
 
@@ -330,6 +336,9 @@ def test_fast_path_agrees_with_the_full_parser(
         assert _outcome(lambda c=candidate: CDXJRecord._parse(c)) == full
         assert _outcome(lambda c=candidate: CDXJRecord._parse(c.encode())) == full
         assert _outcome(lambda c=candidate: _parse_bytes(c.encode())) == full  # lookups' path
+    if full[0] != "error":  # a checked file's line (what a record writes) is taken as it is
+        raw = full[4]
+        assert _outcome(lambda: _checked_line(raw)) == _outcome(lambda: CDXJRecord._parse(raw))
 
 
 def test_lines_this_module_writes_take_the_fast_path() -> None:
@@ -399,6 +408,9 @@ def test_fast_path_edge_cases(block: str, rtype: str, ts: str, key: str) -> None
     assert _outcome(lambda: CDXJRecord._parse(line)) == full
     assert _outcome(lambda: CDXJRecord._parse(line.encode())) == full
     assert _outcome(lambda: _parse_bytes(line.encode())) == full
+    if full[0] != "error":
+        raw = full[4]
+        assert _outcome(lambda: _checked_line(raw)) == _outcome(lambda: CDXJRecord._parse(raw))
 
 
 # --------------------------------------------------------------------------------------------
@@ -418,11 +430,12 @@ def test_fields_of_a_parsed_line_are_built_on_first_use_and_kept() -> None:
 @pytest.mark.parametrize(
     "copier", [copy.copy, copy.deepcopy, lambda r: pickle.loads(pickle.dumps(r))]
 )
+@pytest.mark.parametrize("read", [CDXJRecord.parse_line, lambda line: _checked_line(line.encode())])
 def test_a_record_with_fields_not_yet_built_copies_and_pickles(
-    copier: Callable[[CDXJRecord], CDXJRecord],
+    copier: Callable[[CDXJRecord], CDXJRecord], read: Callable[[str], CDXJRecord]
 ) -> None:
     built = rec("(com,a,)/x", sha=SHA, hsc=404, rid="<urn:x>")
-    copied = copier(CDXJRecord.parse_line(built.to_line()))
+    copied = copier(read(built.to_line()[:-1]))
     assert copied == built and copied.fields == built.fields and copied.to_line() == built.to_line()
     assert dataclasses.replace(CDXJRecord.parse_line(built.to_line()), key="(com,b,)/") == (
         rec("(com,b,)/", sha=SHA, hsc=404, rid="<urn:x>")

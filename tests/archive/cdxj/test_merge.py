@@ -106,7 +106,8 @@ def test_merge_files_headers_minor_versions_and_duplicates(tmp_path: Path) -> No
     assert merge_files([a, b], out) == 3
     assert out.read_text() == "!OpenWayback-CDXJ 1.1\n" + lines_of([r2, r1, r3])
     assert check(out, index=True) == []
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    dotted = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert dotted == [".out.cdxj.checked"]  # no temp file left; the note of a checked file
 
 
 def test_merge_files_refuses_mixed_major_versions(tmp_path: Path) -> None:
@@ -147,7 +148,8 @@ def test_merge_files_external_runs_match_brute_force(tmp_path: Path) -> None:
     expected = sorted({r.sort_key for r in records})
     assert count == len(expected)
     assert out.read_bytes() == HEADER_LINE.encode() + b"\n" + b"".join(x + b"\n" for x in expected)
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    dotted = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert dotted == [".out.cdxj.checked"]  # no temp file left; the note of a checked file
 
 
 def test_merge_files_strict_error_leaves_output_untouched(tmp_path: Path) -> None:

@@ -3,8 +3,14 @@
 ``index.cdxj`` is never read whole: lookups bisect a sparse in-memory index of its keys (one per
 8 KiB, ``read.IndexFile``) and read one block. New records are appended to ``journal.cdxj``
 (durably, under ``flock``) and are visible at once, since lookups consult both;
-``Index.compact()`` merges the journal into a new sorted index with an atomic rename. Every
-lookup checks that the files are still the ones it knows, so changes on disk show at once.
+``Index.compact()`` merges the journal into a new sorted index with an atomic rename.
+
+Changes on disk show at once, whichever process made them: every lookup ``stat``-s the directory
+(a journal made, sealed or removed, or an index renamed in, changes its mtime) and, while that
+mtime is unchanged and over a second old, ``fstat``-s the index's open descriptor (an edit in
+place changes its size, mtime or ctime); otherwise it ``stat``-s the index's path, and the
+active journal's when there is one. An index every line of which was checked when it was written
+(``checked``: all this package's writers) is read without checking its lines again.
 """
 
 from __future__ import annotations
@@ -26,12 +32,14 @@ from datetime import datetime
 from pathlib import Path
 
 from ...fsutil import GroupSync, fsync_dir, lock_if_still_at
+from .checked import is_checked
 from .line import (
     HEADER_LINE,
     SUPPORTED_MAJOR,
     CDXJError,
     CDXJRecord,
     _check_key,
+    _checked_line,
     _parse_bytes,
     format_header,
     format_timestamp,
@@ -290,24 +298,51 @@ class Index:
             self._report(message)
         return sorted(lines)
 
-    def _index_lines(self, resort: bool, tmp: str) -> Iterator[bytes]:
+    def _index_lines(self, resort: bool, tmp: str, checked: list[bool]) -> Iterator[bytes]:
+        """The index's lines in order for a rewrite; ``checked`` gets, once they are all read,
+        whether every one is a valid record's (so the new file may say so: ``.checked``)."""
         if not self.index_path.exists():
+            checked.append(True)
             return iter(())
-        if resort:
-            records = iter_records(self.index_path)
-            return _external_sort((r.sort_key for r in records), tmp, DEFAULT_RUN_LINES)
-        return _checked_order(self._raw_index_lines(), os.fspath(self.index_path))
+        if resort:  # (a strict reader: a bad line stops the rewrite)
+            return self._resorted_lines(tmp, checked)
+        return _checked_order(self._raw_index_lines(checked), os.fspath(self.index_path))
 
-    def _raw_index_lines(self) -> Iterator[bytes]:
+    def _resorted_lines(self, tmp: str, checked: list[bool]) -> Iterator[bytes]:
+        records = iter_records(self.index_path)
+        yield from _external_sort((r.sort_key for r in records), tmp, DEFAULT_RUN_LINES)
+        checked.append(True)
+
+    def _raw_index_lines(self, checked: list[bool]) -> Iterator[bytes]:
+        """The lines of the index as they are; the ones of a file without a matching note
+        (``.checked``) are checked on the way, once, so that the new index may have one."""
         with open(self.index_path, "rb", buffering=1 << 20) as f:
+            before = os.fstat(f.fileno())
+            noted = is_checked(self.index_path, before)
+            valid = True
             raw = f.readline()
             while raw.startswith(b"!"):  # the header block (its versions were checked already)
                 raw = f.readline()
             while raw:
                 if raw.startswith(b"!"):  # a header after records: let the strict path say where
                     raise _NotSorted("header line after records")
-                yield raw[:-1] if raw.endswith(b"\n") else raw
+                line = raw[:-1] if raw.endswith(b"\n") else raw
+                if not noted:
+                    try:
+                        _parse_bytes(line)
+                    except CDXJError:
+                        noted = True  # (so no more checks: a bad line is kept; lookups say it)
+                        valid = False
+                yield line
                 raw = f.readline()
+            after = os.fstat(f.fileno())
+        same = (before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns) == (
+            after.st_ino,
+            after.st_size,
+            after.st_mtime_ns,
+            after.st_ctime_ns,
+        )
+        checked.append(same and valid)
 
     def _rewrite(
         self, journal_lines: list[bytes], keep: Callable[[CDXJRecord], bool] | None, resort: bool
@@ -315,16 +350,22 @@ class Index:
         version = (SUPPORTED_MAJOR, 0)
         if self.index_path.exists():
             version = file_version(self.index_path)
+        checked: list[bool] = []
         with tempfile.TemporaryDirectory(prefix=".cdxj-sort-", dir=self.directory) as tmp:
-            lines = merge_sorted(self._index_lines(resort, tmp), journal_lines)
-            if keep is not None:
+            lines = merge_sorted(self._index_lines(resort, tmp, checked), journal_lines)
+            if keep is not None:  # (which checks every line)
                 source = os.fspath(self.index_path)
                 lines = (
                     line
                     for line in lines
                     if keep(CDXJRecord.parse_line(line, source=source, lineno=None))
                 )
-            return _atomic_write(self.index_path, format_header(version), lines)
+            return _atomic_write(
+                self.index_path,
+                format_header(version),
+                lines,
+                checked=lambda: keep is not None or checked == [True],
+            )
 
     def _drop(self, sealed: list[Path]) -> None:
         for path in sealed:
@@ -385,15 +426,18 @@ class Index:
         self._journal_cache[key] = (ident, records)
         return ident, records
 
-    def _listing(self) -> tuple[bool, list[Path]]:
-        """Whether the active journal exists, and the sealed journals: the directory is listed
-        again only when its mtime changed, since every journal's creation, sealing and removal
-        and every new index change it (appends do not; the active journal is checked itself).
+    def _listing(self) -> tuple[bool, list[Path], object]:
+        """Whether the active journal exists, the sealed journals, and a token that stays the
+        same object while the directory does not change (``None`` if that cannot be known): the
+        directory is listed again only when its mtime changed, since every journal's creation,
+        sealing and removal and every new index change it (appends do not; the active journal
+        is checked itself; ``IndexFile.search`` takes the token to know that ``index.cdxj``
+        still names the file it has open).
         """
         try:
             st = os.stat(self._directory)
         except FileNotFoundError:
-            return False, []
+            return False, [], None
         cached = self._listed
         if (
             cached is not None
@@ -401,26 +445,26 @@ class Index:
             and cached[1] == st.st_ino
             and cached[2] == st.st_dev
         ):
-            return cached[3], cached[4]
+            return cached[3], cached[4], cached
         try:
             names = sorted(os.listdir(self.directory))
         except FileNotFoundError:
-            return False, []
+            return False, [], None
         has_journal = JOURNAL_NAME in names
         sealed = [self.directory / name for name in names if _SEALED_RE.match(name)]
         # kept only for an mtime well in the past: with coarse file timestamps, a change in
         # the same clock tick as this listing could leave the mtime as it is
         settled = time.time_ns() - st.st_mtime_ns > _SETTLED_NS
-        self._listed = (
-            (st.st_mtime_ns, st.st_ino, st.st_dev, has_journal, sealed) if settled else None
-        )
-        return has_journal, sealed
+        listed = (st.st_mtime_ns, st.st_ino, st.st_dev, has_journal, sealed) if settled else None
+        self._listed = listed
+        return has_journal, sealed, listed
 
-    def _journal_view(self) -> tuple[list[bytes], list[CDXJRecord]]:
-        """Sorted unique lines of all journals (active first, then sealed) and their records."""
-        has_journal, sealed = self._listing()  # (the lock is for the caches, not for this)
+    def _journal_view(self) -> tuple[list[bytes], list[CDXJRecord], object]:
+        """Sorted unique lines of all journals (active first, then sealed), their records, and
+        the directory's token (``_listing``)."""
+        has_journal, sealed, token = self._listing()  # (the lock is for the caches, not this)
         if not has_journal and not sealed:
-            return [], []
+            return [], [], token
         with self._lock:
             parts = [self._journal(self.journal_path) if has_journal else (None, [])]
             for path in sealed:  # a sealed journal never changes: read once
@@ -428,7 +472,7 @@ class Index:
                 parts.append(cached if cached is not None else self._journal(path))
             idents = tuple(ident for ident, _ in parts)
             if self._view is not None and self._view[0] == idents:
-                return self._view[1], self._view[2]
+                return self._view[1], self._view[2], token
             live = {os.fspath(p) for p in [self.journal_path, *sealed]}
             for stale in set(self._journal_cache) - live:
                 del self._journal_cache[stale]
@@ -436,7 +480,7 @@ class Index:
             lines = sorted(by_line)
             records = [by_line[line] for line in lines]
             self._view = (idents, lines, records)
-            return lines, records
+            return lines, records, token
 
     def _wanted(
         self,
@@ -457,23 +501,24 @@ class Index:
             return record
         return None
 
-    def _journal_span(self, target: bytes) -> tuple[list[bytes], list[CDXJRecord]]:
-        """The journals' lines that start with ``target``, and their records."""
-        jlines, jrecords = self._journal_view()
+    def _journal_span(self, target: bytes) -> tuple[list[bytes], list[CDXJRecord], object]:
+        """The journals' lines that start with ``target``, their records, and the directory's
+        token (``_listing``)."""
+        jlines, jrecords, token = self._journal_view()
         if not jlines:
-            return [], []
+            return jlines, jrecords, token
         i = j = bisect.bisect_left(jlines, target)
         while j < len(jlines) and jlines[j].startswith(target):
             j += 1
-        return jlines[i:j], jrecords[i:j]
+        return jlines[i:j], jrecords[i:j], token
 
     def _merged(
-        self, target: bytes, jlines: list[bytes], jrecords: list[CDXJRecord]
+        self, target: bytes, jlines: list[bytes], jrecords: list[CDXJRecord], token: object
     ) -> Iterator[tuple[bytes, int, CDXJRecord | None]]:
         """``(line, offset, record)`` of the index's lines that start with ``target`` (offset
         their place, record ``None``) and of the journals' (-1, their record), merged in byte
         order; a line in both counts once."""
-        from_index = ((line, offset, None) for offset, line in self._file.lines(target))
+        from_index = self._from_index(target, token)
         from_journal = ((jlines[k], -1, jrecords[k]) for k in range(len(jlines)))
         merged = heapq.merge(from_index, from_journal, key=operator.itemgetter(0))
         previous: bytes | None = None
@@ -482,25 +527,36 @@ class Index:
                 previous = item[0]
                 yield item
 
+    def _from_index(
+        self, target: bytes, token: object
+    ) -> Iterator[tuple[bytes, int, CDXJRecord | None]]:
+        """``(line, offset, record)`` of the index's lines that start with ``target``: the
+        record made at once if the file's lines were all checked when it was written
+        (``checked``), else ``None`` (for ``_wanted`` to parse and check)."""
+        checked, found = self._file.search(target, token)
+        if checked:
+            return ((line, offset, _checked_line(line)) for offset, line in found)
+        return ((line, offset, None) for offset, line in found)
+
     def _index_records(
-        self, target: bytes, record_types: Collection[str] | None
+        self, target: bytes, record_types: Collection[str] | None, token: object
     ) -> Iterator[CDXJRecord]:
         """Records whose line starts with ``target``, from the index alone."""
         previous: bytes | None = None
-        for offset, line in self._file.lines(target):
+        for line, offset, record in self._from_index(target, token):
             if line != previous:
                 previous = line
-                record = self._wanted(line, offset, None, record_types)
+                record = self._wanted(line, offset, record, record_types)
                 if record is not None:
                     yield record
 
     def _records(self, target: bytes, record_types: Collection[str] | None) -> Iterator[CDXJRecord]:
         """Records whose line starts with ``target``, journal and index merged in byte order
         (streamed: a prefix may match the whole index)."""
-        jlines, jrecords = self._journal_span(target)
+        jlines, jrecords, token = self._journal_span(target)
         if not jlines:  # the common case, made short
-            return self._index_records(target, record_types)
-        merged = self._merged(target, jlines, jrecords)
+            return self._index_records(target, record_types, token)
+        merged = self._merged(target, jlines, jrecords, token)
         wanted = (self._wanted(*item, record_types) for item in merged)
         return (record for record in wanted if record is not None)
 
@@ -521,15 +577,24 @@ class Index:
     def exact(self, key: str, *, record_types: Collection[str] | None = None) -> list[CDXJRecord]:
         """All captures of exactly ``key``, oldest first."""
         target = self._key_target(key)
-        jlines, jrecords = self._journal_span(target)
+        jlines, jrecords, token = self._journal_span(target)
         if jlines:
-            merged = self._merged(target, jlines, jrecords)
+            merged = self._merged(target, jlines, jrecords, token)
             wanted = (self._wanted(*item, record_types) for item in merged)
             return [record for record in wanted if record is not None]
         # the common case, written out (the loop of _index_records and _wanted, inline)
         records: list[CDXJRecord] = []
         previous: bytes | None = None
-        for offset, line in self._file.lines(target):
+        checked, found = self._file.search(target, token)
+        if checked:  # every line was checked when the file was written
+            for _, line in found:
+                if line != previous:
+                    previous = line
+                    record = _checked_line(line)
+                    if record_types is None or record.record_type in record_types:
+                        records.append(record)
+            return records
+        for offset, line in found:
             if line == previous:
                 continue
             previous = line
@@ -547,11 +612,11 @@ class Index:
         the newest back, and only as far as the first valid one of the wanted types is parsed
         (an older malformed line is reported by the lookups that read it)."""
         target = self._key_target(key)
-        jlines, jrecords = self._journal_span(target)
+        jlines, jrecords, token = self._journal_span(target)
         if jlines:
-            found = list(self._merged(target, jlines, jrecords))
+            found = list(self._merged(target, jlines, jrecords, token))
         else:
-            found = [(line, offset, None) for offset, line in self._file.lines(target)]
+            found = list(self._from_index(target, token))
         for item in reversed(found):
             record = self._wanted(*item, record_types)
             if record is not None:

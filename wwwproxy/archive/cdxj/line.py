@@ -420,6 +420,31 @@ def _parse_bytes(raw: bytes) -> CDXJRecord:
 
 
 _new = object.__new__
+_UNPARSED = object()  # the ``_match`` of a record whose fields are read from ``_raw`` on first use
+
+
+def _checked_line(raw: bytes) -> CDXJRecord:
+    """The record of a line known to be valid (one of a file whose every line was checked when
+    it was written: ``checked``), without checking it again: the JSON block is read when the
+    fields are first asked for."""
+    key, ts, record_type, _ = raw.split(b" ", 3)
+    record = _new(CDXJRecord)
+    state = record.__dict__
+    state["key"] = key.decode()
+    state["timestamp"] = ts.decode()
+    state["record_type"] = record_type.decode()
+    state["_raw"] = raw
+    state["_match"] = _UNPARSED
+    return record
+
+
+def _fields_of_line(raw: bytes) -> dict[str, Any]:
+    """The JSON block of a valid line as a dict, as the parser would make it."""
+    text = raw.decode()
+    m = _FAST_LINE_RE.fullmatch(text)
+    if m is not None:
+        return _canonical_fields(m)
+    return CDXJRecord._parse_text(text).fields
 
 
 def _canonical_fields(m: re.Match[str]) -> dict[str, Any]:
@@ -618,7 +643,7 @@ class _LazyFields:
                 return state["fields"]
             except KeyError:
                 raise AttributeError("fields") from None
-        fields = _canonical_fields(m)
+        fields = _fields_of_line(state["_raw"]) if m is _UNPARSED else _canonical_fields(m)
         state["fields"] = fields
         state.pop("_match", None)  # the line's text is no longer needed
         return fields

@@ -11,10 +11,11 @@ import contextlib
 import heapq
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from ...fsutil import fsync_dir
+from .checked import forget, note_checked
 from .line import HEADER_LINE, SUPPORTED_MAJOR, CDXJRecord, CDXJVersionError, format_header
 from .read import StrPath, file_version, iter_records
 
@@ -76,10 +77,15 @@ def _external_sort(lines: Iterable[bytes], directory: str, run_lines: int) -> It
     return merge_sorted(*(_read_run(run) for run in runs), last)
 
 
-def _atomic_write(path: Path, header: str, lines: Iterable[bytes]) -> int:
+def _atomic_write(
+    path: Path, header: str, lines: Iterable[bytes], *, checked: bool | Callable[[], bool]
+) -> int:
     """Write header + lines to a temp file beside ``path``, fsync, then rename over ``path``.
 
     Readers see the old file or the new one, never a part; returns the number of lines.
+    ``checked`` (or what it returns once the lines are written): every line is a checked
+    record's, which a note beside the file then says (``.checked``); otherwise an old note is
+    removed before the rename.
     """
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -92,12 +98,24 @@ def _atomic_write(path: Path, header: str, lines: Iterable[bytes]) -> int:
                 count += 1
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+            written = os.fstat(f.fileno())
+            if callable(checked):
+                checked = checked()
+            if not checked:
+                forget(path)
+            os.replace(tmp, path)
+            st = os.fstat(f.fileno())  # (the rename may change the ctime)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)
+    if checked and (st.st_ino, st.st_size, st.st_mtime_ns) == (
+        written.st_ino,
+        written.st_size,
+        written.st_mtime_ns,
+    ):
+        note_checked(path, st)
     return count
 
 
@@ -136,7 +154,7 @@ def merge_files(
         for record in iter_records(path, tolerant=tolerant, problems=problems)
     )
     with tempfile.TemporaryDirectory(prefix=".cdxj-sort-", dir=out.parent) as tmp:
-        return _atomic_write(out, header, _external_sort(lines, tmp, run_lines))
+        return _atomic_write(out, header, _external_sort(lines, tmp, run_lines), checked=True)
 
 
 def write_index(
@@ -146,4 +164,4 @@ def write_index(
     out = Path(path)
     with tempfile.TemporaryDirectory(prefix=".cdxj-sort-", dir=out.parent) as tmp:
         lines = (record.sort_key for record in records)
-        return _atomic_write(out, HEADER_LINE, _external_sort(lines, tmp, run_lines))
+        return _atomic_write(out, HEADER_LINE, _external_sort(lines, tmp, run_lines), checked=True)

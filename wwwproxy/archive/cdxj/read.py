@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from .checked import is_checked
 from .line import SUPPORTED_MAJOR, CDXJError, CDXJRecord, CDXJVersionError, parse_header
 
 __all__ = [
@@ -220,7 +221,7 @@ def check(path: StrPath, *, index: bool = False) -> list[str]:
 # Searching a sorted file: a sparse index of sampled keys, then one read
 #
 # The sorted index is never read whole. On first use, and again whenever the file changes (its
-# device, inode, size or mtime), the line starting first after every ``block_size`` bytes is
+# device, inode, size, mtime or ctime), the line starting first after every ``block_size`` bytes is
 # sampled: the start of the line (its key and the space after it, at most ``_SAMPLE_MAX``
 # bytes) and its offset, about 90 bytes of memory per 8 KiB block (3.2 MB for the million lines,
 # 300 MB, of bench/index_bench.py; sampled in about 0.2 s). A search bisects the samples in
@@ -231,11 +232,11 @@ DEFAULT_BLOCK_SIZE = 8192
 _SAMPLE_MAX = 256  # longer keys are cut: searches stay right, only their reads get longer
 _READ = 65536
 _FANOUT = 64  # keys per entry of the sparse index's top level
-_Ident = tuple[int, int, int, int]
+_Ident = tuple[int, int, int, int, int]
 
 
 def _ident(st: os.stat_result) -> _Ident:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _line_at(fd: int, pos: int) -> bytes:
@@ -279,13 +280,21 @@ def _sample(head: bytes) -> bytes:
 class _Snapshot:
     """One version of a sorted file: an open descriptor, where records start, the samples."""
 
-    __slots__ = ("fd", "ident", "keys", "mtime_ns", "offsets", "size", "start", "top")
+    __slots__ = (
+        "checked", "ctime_ns", "directory", "fd", "ident", "keys", "mtime_ns", "offsets", "size",
+        "start", "top",
+    )  # fmt: skip
 
     def __init__(self, fd: int, source: str, block_size: int) -> None:
         self.fd = fd  # owned from here (closed by __del__); only pread() is used on it
-        self.ident = _ident(os.fstat(fd))
+        st = os.fstat(fd)
+        self.ident = _ident(st)
         self.size = self.ident[2]
         self.mtime_ns = self.ident[3]
+        self.ctime_ns = st.st_ctime_ns
+        # every line was checked when the file was written (its lines are taken as they are)
+        self.checked = is_checked(source, st)
+        self.directory: object = None  # the directory's token when the path last named it
         self.start = _data_start(fd, source)
         self.keys: list[bytes] = []  # keys[n] is a prefix of the line at offsets[n]
         self.offsets = array("q")
@@ -404,9 +413,10 @@ class IndexFile:
     """A sorted CDXJ file, searched through a sparse index of its keys (see above).
 
     The file stays open between searches; each search checks that the path still names the
-    same unchanged file, and otherwise opens and samples it afresh, so it sees a new index at
-    once. A search under way keeps reading the version it began on (its descriptor stays valid
-    when ``compact()`` renames a new index over it). Thread-safe.
+    same unchanged file (or, given the token of a directory known not to have changed, that
+    the open file did not change: ``_current``), and otherwise opens and samples it afresh, so
+    it sees a new index at once. A search under way keeps reading the version it began on
+    (its descriptor stays valid when ``compact()`` renames a new index over it). Thread-safe.
     """
 
     def __init__(self, path: StrPath, *, block_size: int = DEFAULT_BLOCK_SIZE) -> None:
@@ -418,30 +428,47 @@ class IndexFile:
         self._snapshot: _Snapshot | None = None
         self._lock = threading.Lock()
 
-    def _current(self) -> _Snapshot | None:
+    def _current(self, directory: object = None) -> _Snapshot | None:
+        """The snapshot of the file the path names now. ``directory``: a token that is the
+        same object only while the file's directory has not changed (``Index._listing``);
+        while it is, the path still names the open file, whose ``fstat`` then tells whether it
+        changed in place (cheaper than a ``stat`` of the path)."""
+        snapshot = self._snapshot
+        if directory is not None and snapshot is not None and snapshot.directory is directory:
+            st = os.fstat(snapshot.fd)
+            if (
+                snapshot.mtime_ns == st.st_mtime_ns
+                and snapshot.ctime_ns == st.st_ctime_ns
+                and snapshot.size == st.st_size
+            ):
+                return snapshot
         try:
             st = os.stat(self._path)
         except FileNotFoundError:
             return None
-        snapshot = self._snapshot
         if (
             snapshot is not None
             and snapshot.mtime_ns == st.st_mtime_ns
+            and snapshot.ctime_ns == st.st_ctime_ns
             and snapshot.size == st.st_size
             and snapshot.ident[1] == st.st_ino
             and snapshot.ident[0] == st.st_dev
         ):
+            snapshot.directory = directory  # (seen before this stat: the path named it then)
             return snapshot
         ident = _ident(st)
         with self._lock:  # one sampling at a time; the others wait and use it
             snapshot = self._snapshot
             if snapshot is not None and snapshot.ident == ident:
+                snapshot.directory = directory
                 return snapshot
             try:
                 fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
             except FileNotFoundError:
                 return None
             snapshot = _Snapshot(fd, os.fspath(self.path), self.block_size)
+            # (no token if the path was replaced between the stat and the open)
+            snapshot.directory = directory if snapshot.ident == ident else None
             self._snapshot = snapshot  # the one before is closed once no search uses it
             return snapshot
 
@@ -449,6 +476,17 @@ class IndexFile:
         """``(offset, line)`` for each line starting with ``prefix``, in file order."""
         snapshot = self._current()
         return iter(()) if snapshot is None else snapshot.lines(prefix)
+
+    def search(
+        self, prefix: bytes, directory: object = None
+    ) -> tuple[bool, Iterator[tuple[int, bytes]]]:
+        """``lines(prefix)``, and whether every line of the file was checked when it was
+        written (``checked``: its lines may be taken as they are); ``directory`` as for
+        ``_current``."""
+        snapshot = self._current(directory)
+        if snapshot is None:
+            return True, iter(())
+        return snapshot.checked, snapshot.lines(prefix)
 
     def sample_count(self) -> int:
         """Keys in the sparse index of the file as it is now (each costs about 90 bytes)."""
