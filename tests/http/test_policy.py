@@ -44,6 +44,7 @@ from wwwproxy.http.policy import (
     replay_headers,
     request_directives,
     revalidation_headers,
+    timeless,
     vary_matches,
     without_conditionals,
 )
@@ -219,6 +220,49 @@ def test_decide(mode, stored, method, directives, rule, changed, expected):
         request_changed=changed,
     )
     assert action is expected
+
+
+# the inputs a timeless mode's decision may not depend on: (moment, rule_max_age,
+# request_changed, ranged)
+ELSEWHEN = [
+    (NOW, None, 0, False),
+    (NOW + timedelta(days=400), None, 0, False),
+    (NOW - timedelta(days=400), 3600, 0, False),
+    (NOW + timedelta(seconds=30), 0, 10**6, False),
+    (NOW, 5, 60, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("mode", "stored", "method", "directives", "rule", "changed", "expected"), DECISIONS, ids=_id
+)
+def test_a_timeless_modes_decision_is_the_same_at_any_moment_and_under_any_rule(
+    mode, stored, method, directives, rule, changed, expected
+):
+    """What the fast front keeps with a memory copy per request head (offline) is what
+    decide() would say again at any moment, under any freshness rule or request_changed."""
+    if not timeless(mode):
+        return
+    for now, rule_again, changed_again, ranged in ELSEWHEN:
+        again = decide(
+            mode,
+            stored,
+            now,
+            method=method,
+            directives=directives,
+            rule_max_age=rule_again,
+            request_changed=changed_again,
+            ranged=ranged,
+        )
+        assert again is expected
+
+
+def test_only_offline_is_timeless():
+    """Online, the same copy is served now and fetched later: no decision may be kept."""
+    assert [mode for mode in Mode if timeless(mode)] == [OFF]
+    stored = copy(10, cc="max-age=60")
+    assert decide(ON, stored, NOW) is SERVE
+    assert decide(ON, stored, NOW + timedelta(seconds=60)) is FETCH
 
 
 def test_decision_table_is_big_enough():

@@ -102,3 +102,33 @@ def test_the_time_taken_is_written_in_milliseconds_as_formatted(info, seconds, w
     assert line.endswith(f" 200 1024 {written} HIT\n"), line
     assert f"{seconds:.3f}s" == written
     assert re.match(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} aiohttp\.access ", line), line
+
+
+#: (when a line was added, the milliseconds its stamp shows)
+MOMENTS = [
+    (1_700_000_000.0, "000"),
+    (1_700_000_000.0009, "000"),
+    (1_700_000_000.5, "500"),
+    (1_700_000_001.999, "999"),
+    (1_700_003_600.25, "250"),
+]
+
+
+async def test_each_line_keeps_the_moment_it_was_added_at_though_written_later(info):
+    """Lines are made into text when written, a batch at a time: each still carries its own
+    time stamp, as a line written at once would."""
+    import time
+
+    stream = io.StringIO()
+    log = AccessLog(stream)
+    for now, _ in MOMENTS:
+        log.add("127.0.0.1", "GET", "http://example.com/a", 200, 1024, 0.0021, "HIT", now)
+    assert stream.getvalue() == ""
+    log.close()
+    stamps = [line.split(" aiohttp.access ")[0] for line in stream.getvalue().splitlines()]
+    assert stamps == [
+        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(int(now))) + f",{millis}"
+        for now, millis in MOMENTS
+    ]
+    for line in stream.getvalue().splitlines():
+        assert LINE.match(line), line

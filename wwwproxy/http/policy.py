@@ -52,6 +52,7 @@ __all__ = [
     "replay_headers",
     "request_directives",
     "revalidation_headers",
+    "timeless",
     "vary_matches",
     "vary_names",
     "without_conditionals",
@@ -292,6 +293,14 @@ def decide(
     ):
         return Action.SERVE
     return Action.REVALIDATE if stored.has_validators else Action.FETCH
+
+
+def timeless(mode: Mode) -> bool:
+    """Does :func:`decide` in this mode depend only on the copy, the method and the browser's
+    directives, never on the moment, the freshness rules or ``request_changed``?  Offline,
+    a copy is served whatever its age: a decision may then be kept with the copy and the
+    request head (the fast front does, for every memory hit)."""
+    return mode is Mode.OFFLINE
 
 
 def after_upstream_error(mode: Mode, has_copy: bool) -> Action | None:

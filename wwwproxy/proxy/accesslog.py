@@ -50,7 +50,9 @@ class AccessLog:
         #: where lines go; None: ``sys.stderr`` at the moment of writing (the journal, under
         #: systemd), as for the other log lines
         self.stream = stream
-        self._lines: list[str] = []
+        #: the lines not written yet, as their parts: made into text when written (a batch
+        #: at a time, the time stamp once per second of it)
+        self._lines: list[tuple[float, str | None, str, str, int, int | None, float, str]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._logger = logging.getLogger(ACCESS_LOGGER)
         self._second = -1
@@ -65,23 +67,17 @@ class AccessLog:
         size: int | None,
         seconds: float,
         cache: str,
+        now: float | None = None,
     ) -> None:
-        """One request's line; written within a second."""
+        """One request's line (``now``: when it was answered, if the caller read the clock
+        already); written within a second."""
         if not self._logger.isEnabledFor(logging.INFO):
             return
-        now = time.time()
-        second = int(now)
-        if second != self._second:
-            self._second = second
-            self._stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
-        # (formatting floats costs more than the rest of the line: a memory hit takes under
-        # half a millisecond, written as it would be formatted)
-        taken = "0.000" if seconds < 0.0004 else f"{seconds:.3f}"
-        self._lines.append(
-            f"{self._stamp},{_MILLIS[int((now - second) * 1000)]} {ACCESS_LOGGER} INFO "
-            f'{peer or "-"} "{method} {url}" {status} {size} {taken}s {cache}\n'
+        lines = self._lines
+        lines.append(
+            (time.time() if now is None else now, peer, method, url, status, size, seconds, cache)
         )
-        if len(self._lines) >= MAX_BUFFERED_LINES:
+        if len(lines) >= MAX_BUFFERED_LINES:
             self.flush()
         elif self._timer is None:
             try:
@@ -91,6 +87,24 @@ class AccessLog:
             else:
                 self._timer = loop.call_later(FLUSH_EVERY, self.flush)
 
+    def _text(
+        self, lines: list[tuple[float, str | None, str, str, int, int | None, float, str]]
+    ) -> str:
+        out = []
+        for now, peer, method, url, status, size, seconds, cache in lines:
+            second = int(now)
+            if second != self._second:
+                self._second = second
+                self._stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+            # (formatting floats costs more than the rest of the line: a memory hit takes
+            # under half a millisecond, written as it would be formatted)
+            taken = "0.000" if seconds < 0.0004 else f"{seconds:.3f}"
+            out.append(
+                f"{self._stamp},{_MILLIS[int((now - second) * 1000)]} {ACCESS_LOGGER} INFO "
+                f'{peer or "-"} "{method} {url}" {status} {size} {taken}s {cache}\n'
+            )
+        return "".join(out)
+
     def flush(self) -> None:
         """Write the buffered lines (also at exit: :meth:`close`)."""
         if self._timer is not None:
@@ -98,7 +112,8 @@ class AccessLog:
             self._timer = None
         if not self._lines:
             return
-        text, self._lines = "".join(self._lines), []
+        lines, self._lines = self._lines, []
+        text = self._text(lines)
         stream = self.stream if self.stream is not None else sys.stderr
         try:
             stream.write(text)

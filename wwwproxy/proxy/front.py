@@ -28,7 +28,7 @@ from multidict import CIMultiDict
 from ..archive.memory import MAX_OBJECT
 from ..http.content import decodes
 from ..http.headers import get_header
-from ..http.policy import CONDITIONAL_HEADERS, Action, accepts_coding, current_age
+from ..http.policy import CONDITIONAL_HEADERS, Action, accepts_coding, current_age, timeless
 from ..recording.engine import PSEUDONYM
 from ..url import URL, InvalidURL, canonicalize
 from .limits import ConnectionCaps, refusal
@@ -67,6 +67,16 @@ _SLOW_HEADERS = frozenset(
 
 #: targets whose route (:meth:`FrontListener.route`) is remembered, per configuration
 ROUTES_KEPT = 4096
+#: request heads remembered as parsed (:meth:`FrontListener.parsed`), up to this size each:
+#: a browser asks for the same page with the same head, and parsing it costs more than
+#: hashing it (at most 2,048 x 2 KiB: 4 MiB)
+HEADS_KEPT = 2048
+KEPT_HEAD = 2048
+#: decisions kept per memory copy (one per request head asking for it), when the mode's
+#: decisions do not depend on the moment (:func:`~wwwproxy.http.policy.timeless`)
+ACTIONS_KEPT = 64
+#: what :meth:`FastFront._take` did with a request head
+_ANSWERED, _PENDING, _NOT_OURS = 0, 1, 2
 
 
 def _route(target: str, services: Services) -> URL | None:
@@ -112,20 +122,39 @@ def _connection(version: str, keep_alive: bool) -> bytes:
     return b""
 
 
-def _read_copy(store: Store, request: _Request, prefer_good: bool) -> CachedEntry | None:
+def _read_copy(store: Store, request: _Parsed, url: URL, prefer_good: bool) -> CachedEntry | None:
     """The copy for ``request`` from disk, with its body when that is at most
     :data:`~wwwproxy.archive.memory.MAX_OBJECT` (what memory would hold): read here, in
     the worker thread, and sent with one write, it spares the aiohttp path's thread hops
     per chunk (the memory cache keeps it too, when it is on and has room)."""
-    entry = store.lookup(
-        request.url, request.url.file, "GET", b"", request.header_list, prefer_good=prefer_good
-    )
+    entry = store.lookup(url, url.file, "GET", b"", request.header_list, prefer_good=prefer_good)
     if entry is not None and entry.body is None and entry.payload_length <= MAX_OBJECT:
         # one read and one inflate of the member (streaming it cost a read, an inflate and
         # a copy per 64 KiB chunk); a member not what the record said raises, and aiohttp's
         # path reports it
         entry = dataclasses.replace(entry, body=entry.read_body())
     return entry
+
+
+def _action(server: ProxyServer, request: _Parsed, url: URL, cached: CachedEntry) -> Action:
+    """:meth:`ProxyServer.action_for` this request and this memory copy, kept with the copy
+    per request head while the mode's decisions do not depend on the moment (offline: every
+    hit asks, and the same heads come again); asked anew in another mode or configuration."""
+    services = server.services
+    mode = services.mode
+    if not timeless(mode):
+        return server.action_for(url, "GET", request.headers, cached)
+    config = services.config
+    kept = cached.memo.get("front.actions")
+    if kept is None or kept[0] is not mode or kept[1] is not config:
+        kept = cached.memo["front.actions"] = (mode, config, {})
+    actions: dict[_Parsed, Action] = kept[2]
+    action = actions.get(request)
+    if action is None:
+        if len(actions) >= ACTIONS_KEPT:
+            actions.clear()
+        action = actions[request] = server.action_for(url, "GET", request.headers, cached)
+    return action
 
 
 class _Rendered:
@@ -143,6 +172,8 @@ class _Rendered:
         "coding",
         "moment",
         "kept_alive",
+        "joined",
+        "body",
     )
 
     def __init__(self, entry: CachedEntry) -> None:
@@ -165,6 +196,9 @@ class _Rendered:
         #: of Date, and of the time in the cache): Age and Date change once a second
         self.moment = (-1, -1)
         self.kept_alive = b""
+        #: ``kept_alive`` and the body, for a body small enough to join (else None)
+        self.joined: bytes | None = None
+        self.body = entry.body if entry.body is not None else b""
 
     @classmethod
     def of(cls, entry: CachedEntry) -> _Rendered:
@@ -174,8 +208,8 @@ class _Rendered:
             rendered = entry.memo["front.head"] = cls(entry)
         return rendered
 
-    def head(self, version: str, keep_alive: bool) -> bytes:
-        now = time.time()
+    def head(self, version: str, keep_alive: bool, now: float) -> bytes:
+        """The head for an answer at ``now`` (``time.time()``)."""
         resident = int(now - self.recorded)
         usual = keep_alive and version == "1.1"
         if usual and (int(now), resident) == self.moment:
@@ -184,9 +218,17 @@ class _Rendered:
         if usual:
             head = self._make(self.http11, age, b"")
             self.moment, self.kept_alive = (int(now), resident), head
+            self.joined = head + self.body if len(self.body) <= JOINED_BODY else None
             return head
         start = self.http11 if version == "1.1" else b"HTTP/" + version.encode() + self.rest
         return self._make(start, age, _connection(version, keep_alive))
+
+    def usual(self, now: float) -> bytes | None:
+        """The whole HTTP/1.1 keep-alive answer at ``now``, head and body in one bytes
+        (made once per moment, as its head), or None when the body is not joined."""
+        if (int(now), int(now - self.recorded)) != self.moment:
+            self.head("1.1", True, now)
+        return self.joined
 
     def _make(self, start: bytes, age: int, connection: bytes) -> bytes:
         date = b"Date: " + _http_now() + b"\r\n" if self.date else b""
@@ -223,15 +265,16 @@ class _Head:
         self.complete = True
 
 
-class _Request:
-    """One request head the fast path may answer."""
+class _Parsed:
+    """A request head the fast path may answer, as httptools read it: a function of its
+    bytes alone (each head is a whole message from the parser's start), so it is kept by
+    them (:meth:`FrontListener.parsed`) and the same object stands for the same head."""
 
-    __slots__ = ("target", "url", "headers", "header_list", "version", "keep_alive", "conditional")
+    __slots__ = ("target", "headers", "header_list", "version", "keep_alive", "conditional")
 
     def __init__(
         self,
         target: str,
-        url: URL,
         headers: CIMultiDict[str],
         header_list: list[tuple[str, str]],
         version: str,
@@ -239,7 +282,6 @@ class _Request:
         conditional: bool,  # the browser's own validators (or a range) are in it
     ) -> None:
         self.target = target
-        self.url = url
         self.headers = headers
         self.header_list = header_list
         self.version = version
@@ -345,6 +387,24 @@ class FastFront(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.refusing:
             return
+        if (
+            not self.buffer
+            and not self.busy
+            and self.transport is not None
+            and 0 <= data.find(b"\r\n\r\n") == len(data) - 4
+        ):
+            # the usual: one whole head and nothing after it, answered without buffering
+            try:
+                taken = self._take(data)
+            except Exception:  # noqa: BLE001 (never lose the request: aiohttp answers it)
+                log.exception("fast front: handing the request to aiohttp")
+                taken = _NOT_OURS
+            if taken == _ANSWERED:
+                return
+            self.buffer += data  # what aiohttp is handed, or the disk lookup takes off
+            if taken == _NOT_OURS:
+                self._hand_off()
+            return
         self.buffer += data
         if not self.busy:
             try:
@@ -407,32 +467,40 @@ class FastFront(asyncio.Protocol):
             self.scanned = 0
             if self.head_timer is not None:
                 self._head_done()  # this head is whole; a partial one after it starts anew
-            request = self._parse(self.buffer[: end + 4])
-            if request is None:
+            taken = self._take(bytes(self.buffer[: end + 4]))
+            if taken == _NOT_OURS:
                 self._hand_off()
                 return
-            services = self.server.services
-            cached = services.store.lookup_hot(
-                request.url,
-                request.url.file,
-                request.header_list,
-                prefer_good=services.config.keep_good_copy,
-            )
-            if cached is None:
-                # not in memory: look on disk in a worker thread (what aiohttp's path would
-                # do), and go on with this connection when that is done
-                self.busy = True
-                self.pending = asyncio.ensure_future(self._from_disk(request, end + 4))
-                return
-            if not self._answer(request, cached):
-                self._hand_off()
+            if taken == _PENDING:
                 return
             del self.buffer[: end + 4]
 
-    async def _from_disk(self, request: _Request, length: int) -> None:
+    def _take(self, head: bytes) -> int:
+        """Answer one whole request head from memory (_ANSWERED); or start looking for its
+        copy on disk (_PENDING: the head stays in the buffer until that is done); or leave
+        it to aiohttp (_NOT_OURS)."""
+        request = self._parse(head)
+        if request is None:
+            return _NOT_OURS
+        url = self.listener.route(request.target)
+        if url is None:
+            return _NOT_OURS
+        services = self.server.services
+        cached = services.store.lookup_hot(
+            url, url.file, request.header_list, prefer_good=services.config.keep_good_copy
+        )
+        if cached is None:
+            # not in memory: look on disk in a worker thread (what aiohttp's path would
+            # do), and go on with this connection when that is done
+            self.busy = True
+            self.pending = asyncio.ensure_future(self._from_disk(request, url, len(head)))
+            return _PENDING
+        return _ANSWERED if self._answer(request, url, cached) else _NOT_OURS
+
+    async def _from_disk(self, request: _Parsed, url: URL, length: int) -> None:
         store = self.server.services.store
         try:
-            cached = await asyncio.to_thread(_read_copy, store, request, self._good())
+            cached = await asyncio.to_thread(_read_copy, store, request, url, self._good())
         except Exception:  # noqa: BLE001 (aiohttp's path reports what is wrong with the copy)
             cached = None
         self.busy = False
@@ -442,7 +510,7 @@ class FastFront(asyncio.Protocol):
             self.paused = False
             self.transport.resume_reading()
         try:
-            if cached is None or not self._answer(request, cached):
+            if cached is None or not self._answer(request, url, cached):
                 self._hand_off()
                 return
             del self.buffer[:length]
@@ -483,12 +551,34 @@ class FastFront(asyncio.Protocol):
 
     # --- the fast answer -------------------------------------------------------------------
 
-    def _parse(self, head: bytearray) -> _Request | None:
+    def _parse(self, head: bytes) -> _Parsed | None:
         """A request the fast path may answer: a plain GET of an http:// URL, no body, no
-        upgrade, from an allowed client, not for the proxy itself, not looping; else None."""
+        upgrade, from an allowed client, not looping; else None.  (Whether the URL is one
+        the fast path answers is :meth:`FrontListener.route`'s.)"""
+        networks = self.server.services.config.allowed_clients
+        if self.allowed_for is not networks:  # once per connection (and config)
+            self.allowed = self.peer is not None and allowed_address(self.peer, networks)
+            self.allowed_for = networks
+        if not self.allowed:
+            return None
+        heads = self.listener.heads
+        request = heads.get(head)
+        if request is not None:
+            return request
+        request = self._parse_new(head)
+        if request is not None and len(head) <= KEPT_HEAD:
+            if len(heads) >= HEADS_KEPT:
+                heads.clear()
+            heads[head] = request
+        return request
+
+    def _parse_new(self, head: bytes) -> _Parsed | None:
+        """:meth:`_parse` of a head not seen yet: httptools reads it."""
         if not head.startswith(b"GET http://") or len(head) > MAX_HEAD:
             return None
-        if self.parser is None:  # one per connection: a head that fails hands it on
+        # one parser per connection, each head fed from its start: a head that fails, or
+        # one that ends the connection (Connection: close, HTTP/1.0), is its last one here
+        if self.parser is None:
             self.parsed = _Head()
             self.parser = httptools.HttpRequestParser(self.parsed)
         parsed, parser = self.parsed, self.parser
@@ -500,22 +590,11 @@ class FastFront(asyncio.Protocol):
             return None
         if not parsed.complete or parsed.slow or parsed.looped or parser.should_upgrade():
             return None
-        networks = self.server.services.config.allowed_clients
-        if self.allowed_for is not networks:  # once per connection (and config)
-            self.allowed = self.peer is not None and allowed_address(self.peer, networks)
-            self.allowed_for = networks
-        if not self.allowed:
-            return None
-        target = parsed.url.decode("latin-1")
-        url = self.listener.route(target)
-        if url is None:
-            return None
         version = parser.get_http_version()
         if version != "1.1" and version != "1.0":
             return None  # "HTTP/2.0" in a text head: not an answer this path gives
-        return _Request(
-            target,
-            url,
+        return _Parsed(
+            parsed.url.decode("latin-1"),
             CIMultiDict(parsed.headers),
             parsed.headers,
             version,
@@ -523,12 +602,13 @@ class FastFront(asyncio.Protocol):
             parsed.conditional,
         )
 
-    def _answer(self, request: _Request, cached: CachedEntry) -> bool:
+    def _answer(self, request: _Parsed, url: URL, cached: CachedEntry) -> bool:
         """Answer from ``cached`` (in memory) if the policy serves it; False hands it on."""
         if cached.body is None:
             return False  # too large for memory: aiohttp's path streams it from disk
         server = self.server
-        config = server.services.config
+        services = server.services
+        config = services.config
         if config.modify_html and url_rule(config.modify_html, cached) is not None:
             return False  # a URL modify_html covers (changed, or its scripts off): aiohttp's
         transport = self.transport
@@ -539,31 +619,35 @@ class FastFront(asyncio.Protocol):
             return False  # a copy for other credentials: aiohttp's path fetches or queues
         if config.replay_set_cookie and get_header(cached.headers, "Set-Cookie"):
             return False  # the heads made here leave Set-Cookie out: aiohttp's path sends it
-        if server.action_for(request.url, "GET", request.headers, cached) is not Action.SERVE:
+        if _action(server, request, url, cached) is not Action.SERVE:
             return False
-        start = time.monotonic()
+        now = time.time()  # the one clock read of the answer (Date, Age, the access log)
         if request.conditional:
             head, status, send_body = self._planned_head(request, cached)
             if head is None:
                 return False
+            data: bytes | None = None
         else:
             rendered = _Rendered.of(cached)
             if rendered.coding is not None and not _accepts(
                 request.headers.get("Accept-Encoding"), rendered.coding
             ):
                 return False  # decoding on the way out streams: the aiohttp path does it
-            head, status, send_body = (
-                rendered.head(request.version, request.keep_alive),
-                rendered.status,
-                True,
-            )
+            status, send_body = rendered.status, True
+            if request.keep_alive and request.version == "1.1":
+                data = rendered.usual(now)
+                head = rendered.kept_alive
+            else:
+                data, head = None, rendered.head(request.version, request.keep_alive, now)
         body = cached.body if send_body else b""
-        if len(body) > JOINED_BODY:
+        if data is not None:
+            transport.write(data)
+        elif len(body) > JOINED_BODY:
             transport.writelines((head, body))  # one writev, the body not copied
         else:
             transport.write(head + body)
         server.access_log.add(  # the line aiohttp's path writes (accesslog.AccessLogger)
-            self.peer, "GET", request.target, status, len(body), time.monotonic() - start, "HIT"
+            self.peer, "GET", request.target, status, len(body), time.time() - now, "HIT", now
         )
         self.listener.answered += 1
         self.active = self.loop.time()  # what _arm notes (its timer is set already)
@@ -575,7 +659,7 @@ class FastFront(asyncio.Protocol):
         return True
 
     @staticmethod
-    def _planned_head(request: _Request, cached: CachedEntry) -> tuple[bytes | None, int, bool]:
+    def _planned_head(request: _Parsed, cached: CachedEntry) -> tuple[bytes | None, int, bool]:
         """The head for a request with the browser's own conditions (maybe a 304), planned
         in full as the aiohttp path does; None when the answer must be decoded on the way."""
         replay = plan_replay(cached, "GET", request.headers)
@@ -635,6 +719,9 @@ class FrontListener:
         self.listener: asyncio.Server | None = None
         #: requests the fast path answered (the rest went to aiohttp)
         self.answered = 0
+        #: request head -> how it was parsed, for the heads the fast path may answer
+        #: (:meth:`FastFront._parse`; a function of the head's bytes alone)
+        self.heads: dict[bytes, _Parsed] = {}
         #: target -> its canonical URL if the fast path may answer it (:func:`_route`),
         #: for the configuration in ``_routes_for`` (a reload, a new port: asked again)
         self._routes: dict[str, URL | None] = {}
