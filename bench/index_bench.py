@@ -6,7 +6,10 @@ child process, times 10,000 random exact lookups (10% misses) and 1,000 prefix s
 domains, paths) through ``Index``, and prints lookups per second and the child's peak RSS
 (``resource.getrusage(...).ru_maxrss``). Each phase runs in its own process so that a phase's
 peak RSS is its own, not the build's. The first lookup (which samples the file into the sparse
-index) is timed apart; the sparse index's size is printed with the build.
+index) is timed apart; the sparse index's size is printed with the build. ``write_index`` leaves
+the note that every line was checked (``.index.cdxj.checked``), so lookups take the lines as they
+are; ``--unchecked`` removes it, so that every line a lookup reads is checked (as for an index
+written by another tool or edited since).
 
 Baselines measured in the same run: ``bisect`` over an in-memory list of all lines (same
 lookups, same record parsing), for both sizes, and a naive linear scan of the 100k file.
@@ -15,6 +18,7 @@ are printed (the machine may be shared).
 
 Run:  .venv/bin/python bench/index_bench.py            (about two minutes)
       .venv/bin/python bench/index_bench.py --sizes 100000 --lookups 2000 --repeat 1
+      .venv/bin/python bench/index_bench.py --sizes 1000000 --repeat 1 --unchecked
       PYTHONPATH=/path/to/other/checkout .venv/bin/python bench/index_bench.py   (before/after)
 """
 
@@ -150,11 +154,14 @@ def peak_rss_kb() -> int:
 # Phases (each runs in its own child process and prints one JSON line)
 
 
-def phase_build(directory: Path, lines: int) -> dict:
+def phase_build(directory: Path, lines: int, unchecked: bool) -> dict:
     directory.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     count = write_index(directory / "index.cdxj", records(lines))
     seconds = time.perf_counter() - start
+    note = directory / ".index.cdxj.checked"
+    if unchecked:
+        note.unlink(missing_ok=True)
     num_keys = sum(1 for _ in _kids(lines))  # keys 0..num_keys-1 exist
     size = (directory / "index.cdxj").stat().st_size
     file = IndexFile(directory / "index.cdxj")
@@ -164,7 +171,7 @@ def phase_build(directory: Path, lines: int) -> dict:
     sample_bytes = file.sample_bytes() if samples else 0
     return {"lines": count, "keys": num_keys, "seconds": seconds, "bytes": size,
             "samples": samples, "sample_bytes": sample_bytes, "sample_s": sample_s,
-            "rss_kb": peak_rss_kb()}  # fmt: skip
+            "checked": note.exists(), "rss_kb": peak_rss_kb()}  # fmt: skip
 
 
 def _kids(lines: int) -> Iterator[int]:
@@ -261,6 +268,9 @@ def main() -> None:
     parser.add_argument("--scans", type=int, default=1_000)
     parser.add_argument("--scan-lookups", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=3, help="lookup phases per size (median)")
+    parser.add_argument(
+        "--unchecked", action="store_true", help="remove the note that the lines were checked"
+    )
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--keys", type=int, help=argparse.SUPPRESS)
@@ -269,7 +279,7 @@ def main() -> None:
     if args.phase:
         size = args.sizes[0]
         if args.phase == "build":
-            result = phase_build(args.dir, size)
+            result = phase_build(args.dir, size, args.unchecked)
         elif args.phase == "lookup":
             result = phase_lookup(args.dir, args.keys, args.lookups, args.scans)
         elif args.phase == "bisect":
@@ -285,13 +295,14 @@ def main() -> None:
         for size in args.sizes:
             d = Path(tmp) / str(size)
             common = ["--sizes", size, "--dir", d]
-            built = child("--phase", "build", *common)
+            built = child("--phase", "build", *common, *(["--unchecked"] * args.unchecked))
             keys = ["--keys", built["keys"], "--lookups", args.lookups]
             print(
                 f"{size:>9,} lines  {built['bytes'] / 2**20:7.1f} MB  {built['keys']:>8,} keys  "
                 f"build {built['seconds']:5.1f} s (peak RSS {built['rss_kb'] / mb:6.1f} MB)  "
                 f"sparse index {built['samples']:,} keys, "
-                f"{built['sample_bytes'] / 2**20:.1f} MB, sampled in {built['sample_s']:.2f} s",
+                f"{built['sample_bytes'] / 2**20:.1f} MB, sampled in {built['sample_s']:.2f} s; "
+                f"lines checked when written: {'yes' if built.get('checked') else 'no'}",
                 flush=True,
             )
             runs = []

@@ -20,6 +20,7 @@ from wwwproxy.archive.cdxj import (
     write_index,
 )
 from wwwproxy.archive.cdxj.checked import is_checked
+from wwwproxy.archive.cdxj.index import _settled
 
 from .conftest import SHA, TS, lines_of, random_record, rec, write
 from .test_sparse import naive_exact
@@ -161,3 +162,25 @@ def test_lookups_answer_alike_with_and_without_the_note(tmp_path: Path, seed: in
         answers[with_note] = found
         assert index.problems == []
     assert answers[True] == answers[False]
+
+
+S = 1_000_000_000
+
+
+@pytest.mark.parametrize(
+    ("mtime_ns", "now_ns", "settled"),
+    [
+        (100 * S + 123_456_789, 100 * S + 123_456_789 + 51_000_000, True),  # sub-second: 50 ms
+        (100 * S + 123_456_789, 100 * S + 123_456_789 + 49_000_000, False),
+        (100 * S + 1, 100 * S + 60_000_000, True),
+        (100 * S, 100 * S + 60_000_000, False),  # on the whole second: maybe a coarse clock
+        (100 * S, 101 * S + 500_000_000, False),
+        (100 * S, 102 * S, False),  # (FAT keeps even seconds)
+        (100 * S, 102 * S + 1, True),
+        (100 * S + 5, 100 * S, False),  # in the future (a clock set back): never
+    ],
+)
+def test_a_directory_is_settled_once_older_than_its_timestamps_granularity(
+    mtime_ns: int, now_ns: int, settled: bool
+) -> None:
+    assert _settled(mtime_ns, now_ns) == settled

@@ -68,7 +68,10 @@ _MAX_PROBLEMS = 1000
 _SEALED_RE = re.compile(r"journal-[0-9]{20}-[0-9]+\.sealed\Z")
 _LOCK_NAME = ".compact.lock"
 _FILE_MODE = 0o600  # the cache is private browsing history
-_SETTLED_NS = 1_000_000_000  # a directory listing is reused once its mtime is this old
+# a directory listing is reused once the directory's mtime is older than the timestamps'
+# granularity (_settled): whole seconds (or two) where they may be whole, else a few ticks
+_SETTLED_NS = 2_000_000_000
+_SETTLED_FINE_NS = 50_000_000
 
 
 # ---------------------------------------------------------------------------------------------
@@ -454,7 +457,7 @@ class Index:
         sealed = [self.directory / name for name in names if _SEALED_RE.match(name)]
         # kept only for an mtime well in the past: with coarse file timestamps, a change in
         # the same clock tick as this listing could leave the mtime as it is
-        settled = time.time_ns() - st.st_mtime_ns > _SETTLED_NS
+        settled = _settled(st.st_mtime_ns, time.time_ns())
         listed = (st.st_mtime_ns, st.st_ino, st.st_dev, has_journal, sealed) if settled else None
         self._listed = listed
         return has_journal, sealed, listed
@@ -662,6 +665,17 @@ class Index:
         for path in self.files():
             problems += check(path, index=path == self.index_path)
         return problems
+
+
+def _settled(mtime_ns: int, now_ns: int) -> bool:
+    """Whether a directory's mtime is old enough that any later change must give it another:
+    older than the file system's timestamp granularity. An mtime with a fraction of a second
+    comes from a file system that keeps them (the kernel's clock ticks every few milliseconds);
+    one on the whole second may come from one that keeps whole seconds (or two, FAT)."""
+    age = now_ns - mtime_ns
+    if mtime_ns % 1_000_000_000:
+        return age > _SETTLED_FINE_NS
+    return age > _SETTLED_NS
 
 
 class _NotSorted(Exception):

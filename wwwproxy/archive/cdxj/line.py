@@ -167,8 +167,13 @@ _GOOD_KEY_RE = re.compile(r"[^\x00-\x20\x7f!{][^\x00-\x20\x7f]*")  # all the che
 
 
 def _check_key(key: object) -> None:
-    if type(key) is str and _GOOD_KEY_RE.fullmatch(key):
-        return  # (one match, as every lookup checks its key)
+    if type(key) is str and (
+        # the usual key, told quicker than by the match: printable (so no control character
+        # nor DEL), no space, and a first character that is allowed
+        (key.isprintable() and " " not in key and key != "" and key[0] not in "!{")
+        or _GOOD_KEY_RE.fullmatch(key)  # (one match, as every lookup checks its key)
+    ):
+        return
     if not isinstance(key, str):
         raise CDXJError(f"searchable key must be a string, not {type(key).__name__}")
     if not key:
