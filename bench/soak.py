@@ -16,6 +16,7 @@ minute: one sample taken during a burst does not decide it.
 
 Run:  python bench/soak.py                  (an hour, as the reliability issue asks)
       python bench/soak.py --duration 300   (five minutes)
+      python bench/soak.py --pages 20000    (the same pages again once 20,000 are recorded)
 """
 
 from __future__ import annotations
@@ -176,9 +177,13 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
                 if r < 0.6 and answered_online:
                     n = rng.choice(answered_list)
                     url, headers = f"http://127.0.0.1:{oport}/p/{n}", {}
-                elif r < 0.9 or not answered_online:
+                elif (r < 0.9 or not answered_online) and (not args.pages or next_new < args.pages):
                     n, next_new = next_new, next_new + 1
                     url, headers = f"http://127.0.0.1:{oport}/p/{n}", {}
+                elif r < 0.9:  # --pages all made: fetched again and recorded (a revisit)
+                    n = rng.choice(answered_list)
+                    url = f"http://127.0.0.1:{oport}/p/{n}"
+                    headers = {"Cache-Control": "no-cache"}
                 elif r < 0.95:
                     n = -1
                     url = rng.choice(
@@ -330,6 +335,15 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=3600.0, help="seconds of load")
     parser.add_argument("--rate", type=float, default=100.0, help="requests per second")
     parser.add_argument("--switch-every", type=float, default=300.0, help="seconds")
+    parser.add_argument(
+        "--pages",
+        type=int,
+        default=0,
+        help="at most this many distinct pages (0: a new page for every miss); once all are "
+        "recorded, misses fetch a known page again (Cache-Control: no-cache) and the proxy "
+        "records a revisit: memory that grows with the number of pages kept (the host page "
+        "list, the index) then stops growing, and what is left is a leak",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="wwwproxy-soak-") as tmp:
         return asyncio.run(soak(args, Path(tmp)))
