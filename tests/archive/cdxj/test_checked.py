@@ -126,6 +126,22 @@ def test_lookups_in_a_settled_directory_see_every_change(tmp_path: Path) -> None
     assert index.exact("(f,)/") == [rec("(f,)/")]
 
 
+def test_a_note_written_after_a_search_opened_the_file_is_seen(tmp_path: Path) -> None:
+    """A writer notes the file just after renaming it in; a search may open it between."""
+    index = Index(tmp_path)
+    write_index(index.index_path, [rec("(a,)/")])
+    note = (tmp_path / NOTE).read_bytes()
+    (tmp_path / NOTE).unlink()
+    settle(tmp_path)
+    assert index.exact("(a,)/") == [rec("(a,)/")]
+    assert index._file.search(b"(a,)/ ")[0] is False
+    (tmp_path / NOTE).write_bytes(note)  # (the directory changes: its listing is made again)
+    assert index.exact("(a,)/") == [rec("(a,)/")]  # (not settled yet: the path is stat-ed)
+    settle(tmp_path)
+    assert index.exact("(a,)/") == [rec("(a,)/")]
+    assert index._file.search(b"(a,)/ ", index._listing()[2])[0] is True
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_lookups_answer_alike_with_and_without_the_note(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)

@@ -454,6 +454,14 @@ class IndexFile:
             and snapshot.ident[1] == st.st_ino
             and snapshot.ident[0] == st.st_dev
         ):
+            if (
+                not snapshot.checked
+                and directory is not None
+                and snapshot.directory is not directory
+            ):
+                # a writer notes a checked file just after renaming it in, and a search may
+                # come between: looked for again once the directory changed (as the note does)
+                snapshot.checked = is_checked(self._path, st)
             snapshot.directory = directory  # (seen before this stat: the path named it then)
             return snapshot
         ident = _ident(st)
