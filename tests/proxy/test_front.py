@@ -10,7 +10,7 @@ import httptools
 import pytest
 from multidict import CIMultiDict
 
-from wwwproxy.proxy.front import _Head
+from wwwproxy.proxy.fast_heads import HeadReader
 from wwwproxy.recording.engine import PSEUDONYM
 
 from .conftest import LARGE_BODY, read_response
@@ -240,7 +240,7 @@ def test_the_parsed_head_notes_conditions_and_loops_in_any_header(lines: str, ab
     """The fast front's parser callbacks note the browser's own conditions and our own
     pseudonym in any Via header (a request come back through us): both keep the request
     off the plain fast answer."""
-    parsed = _Head()
+    parsed = HeadReader()
     parser = httptools.HttpRequestParser(parsed)
     parser.feed_data(f"GET http://example.com/ HTTP/1.1\r\n{lines}\r\n\r\n".encode())
     assert parsed.complete

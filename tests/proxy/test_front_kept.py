@@ -8,7 +8,8 @@ import dataclasses
 import pytest
 
 from wwwproxy.http.policy import Action
-from wwwproxy.proxy.front import KEPT_HEAD, FastFront, _action, _Rendered
+from wwwproxy.proxy.fast_heads import RenderedHead
+from wwwproxy.proxy.front import KEPT_HEAD, FastFront, _action
 from wwwproxy.recording.engine import PSEUDONYM
 
 from .conftest import read_response
@@ -155,11 +156,11 @@ async def test_the_joined_answer_is_the_head_and_body_made_anew(make_proxy, orig
     assert request is not None
     url_of = proxy.running.front.route(request.target)
     cached = proxy.running.services.store.lookup_hot(url_of, url_of.file, request.header_list)
-    rendered = _Rendered.of(cached)
+    rendered = RenderedHead.of(cached)
     start = cached.date.timestamp() + 5.25
     for now in (start, start + later, start + later, start + 2 * later):
         joined = rendered.usual(now)
-        anew = _Rendered(cached)
+        anew = RenderedHead(cached)
         assert joined == anew.head("1.1", True, now) + cached.body
         assert joined == rendered.head("1.1", True, now) + cached.body
         for version, keep_alive in (("1.1", False), ("1.0", False), ("1.0", True)):

@@ -10,29 +10,39 @@ handed to aiohttp's request handler on the same connection, so every rule of the
 (malformed and smuggled requests refused, CONNECT, command pages, misses, revalidation,
 non-GET, ranges, WebSockets) holds unchanged: the fast path only ever answers what the aiohttp
 path would have answered the same way.
+
+What a memory hit repeats is kept (it costs about 29 µs of CPU where Squid spends about 39):
+request heads as parsed, by their bytes; offline, the policy's decision per copy and head;
+the answer head and a small body joined, once a second.  Each is tested equal to making it
+anew.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
 import time
-from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 
 import httptools
 from multidict import CIMultiDict
 
 from ..archive.memory import MAX_OBJECT
-from ..http.content import decodes
 from ..http.headers import get_header
-from ..http.policy import CONDITIONAL_HEADERS, Action, accepts_coding, current_age, timeless
-from ..recording.engine import PSEUDONYM
+from ..http.policy import Action, timeless
 from ..url import URL, InvalidURL, canonicalize
+from .fast_heads import (
+    JOINED_BODY,
+    HeadReader,
+    ParsedHead,
+    RenderedHead,
+    accepts,
+    connection_line,
+    http_now,
+)
 from .limits import ConnectionCaps, refusal
-from .replay import allowed_address, bodiless, plan_replay, sendable_headers, url_rule
+from .replay import allowed_address, plan_replay, sendable_headers, url_rule
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -55,19 +65,13 @@ HEAD_TIMEOUT = 20.0
 #: dropped meanwhile, and it no longer counts against the caps)
 REFUSED_LINGER = 1.0
 MAX_BUFFERED = 4 * 1024 * 1024  # answers waiting for a slow browser before aiohttp takes over
-#: bodies up to this are joined to their head for one write; larger ones are not copied
-JOINED_BODY = 16 * 1024
 MAX_HEAD = 16 * 1024  # as aiohttp's max_line_size/max_field_size: longer heads go to aiohttp
 _FAST_START = b"GET http://"  # how every request the fast path answers begins
-#: request headers that make a request one the fast path does not take
-_SLOW_HEADERS = frozenset(
-    {"content-length", "transfer-encoding", "upgrade", "expect", "proxy-authorization"}
-)
 
 
 #: targets whose route (:meth:`FrontListener.route`) is remembered, per configuration
 ROUTES_KEPT = 4096
-#: request heads remembered as parsed (:meth:`FrontListener.parsed`), up to this size each:
+#: request heads remembered as parsed (:meth:`FastFront._parse`), up to this size each:
 #: a browser asks for the same page with the same head, and parsing it costs more than
 #: hashing it (at most 2,048 x 2 KiB: 4 MiB)
 HEADS_KEPT = 2048
@@ -94,35 +98,9 @@ def _route(target: str, services: Services) -> URL | None:
     return url
 
 
-@functools.lru_cache(maxsize=256)
-def _accepts(accept_encoding: str | None, coding: str) -> bool:
-    """accepts_coding, cached: browsers send the same few Accept-Encoding values."""
-    return accepts_coding(accept_encoding, coding)
-
-
-_now_second = -1
-_now_bytes = b""
-
-
-def _http_now() -> bytes:
-    """The Date header's value for now, made once a second."""
-    global _now_second, _now_bytes
-    second = int(time.time())
-    if second != _now_second:
-        _now_second, _now_bytes = second, formatdate(second, usegmt=True).encode("latin-1")
-    return _now_bytes
-
-
-def _connection(version: str, keep_alive: bool) -> bytes:
-    """The Connection header line the answer needs, if any."""
-    if not keep_alive:
-        return b"Connection: close\r\n"
-    if version == "1.0":
-        return b"Connection: keep-alive\r\n"
-    return b""
-
-
-def _read_copy(store: Store, request: _Parsed, url: URL, prefer_good: bool) -> CachedEntry | None:
+def _read_copy(
+    store: Store, request: ParsedHead, url: URL, prefer_good: bool
+) -> CachedEntry | None:
     """The copy for ``request`` from disk, with its body when that is at most
     :data:`~wwwproxy.archive.memory.MAX_OBJECT` (what memory would hold): read here, in
     the worker thread, and sent with one write, it spares the aiohttp path's thread hops
@@ -136,7 +114,7 @@ def _read_copy(store: Store, request: _Parsed, url: URL, prefer_good: bool) -> C
     return entry
 
 
-def _action(server: ProxyServer, request: _Parsed, url: URL, cached: CachedEntry) -> Action:
+def _action(server: ProxyServer, request: ParsedHead, url: URL, cached: CachedEntry) -> Action:
     """:meth:`ProxyServer.action_for` this request and this memory copy, kept with the copy
     per request head while the mode's decisions do not depend on the moment (offline: every
     hit asks, and the same heads come again); asked anew in another mode or configuration."""
@@ -148,145 +126,13 @@ def _action(server: ProxyServer, request: _Parsed, url: URL, cached: CachedEntry
     kept = cached.memo.get("front.actions")
     if kept is None or kept[0] is not mode or kept[1] is not config:
         kept = cached.memo["front.actions"] = (mode, config, {})
-    actions: dict[_Parsed, Action] = kept[2]
+    actions: dict[ParsedHead, Action] = kept[2]
     action = actions.get(request)
     if action is None:
         if len(actions) >= ACTIONS_KEPT:
             actions.clear()
         action = actions[request] = server.action_for(url, "GET", request.headers, cached)
     return action
-
-
-class _Rendered:
-    """A memory copy's answer head rendered once, for requests without the browser's own
-    conditions: everything but ``Age``, ``Date`` (when the recording has none) and
-    ``Connection``, which depend on the moment and the request."""
-
-    __slots__ = (
-        "status",
-        "rest",
-        "http11",
-        "recorded",
-        "initial_age",
-        "date",
-        "coding",
-        "moment",
-        "kept_alive",
-        "joined",
-        "body",
-    )
-
-    def __init__(self, entry: CachedEntry) -> None:
-        # as for a browser that takes any coding: one that does not is checked per request
-        replay = plan_replay(entry, "GET", {"Accept-Encoding": "*"})
-        self.status = replay.status
-        status_line = f" {replay.status} {replay.reason}\r\n".encode("latin-1")
-        kept = [(n, v) for n, v in sendable_headers(replay.headers) if n.lower() != "age"]
-        #: the head up to Age, after ``HTTP/<version>``; and with ``HTTP/1.1`` before it
-        self.rest = status_line + b"".join(f"{n}: {v}\r\n".encode() for n, v in kept)
-        self.http11 = b"HTTP/1.1" + self.rest
-        self.recorded = entry.date.timestamp()
-        age = get_header(entry.headers, "Age")
-        self.initial_age = current_age(entry.date, entry.date, age)
-        self.date = not any(n.lower() == "date" for n, _ in replay.headers)
-        coding = get_header(entry.headers, "Content-Encoding")
-        #: a coding the browser must accept, or the aiohttp path decodes it on the way
-        self.coding = coding if coding and not bodiless(entry) and decodes(coding) else None
-        #: the HTTP/1.1 keep-alive head (the usual one) as made at ``moment`` (the second
-        #: of Date, and of the time in the cache): Age and Date change once a second
-        self.moment = (-1, -1)
-        self.kept_alive = b""
-        #: ``kept_alive`` and the body, for a body small enough to join (else None)
-        self.joined: bytes | None = None
-        self.body = entry.body if entry.body is not None else b""
-
-    @classmethod
-    def of(cls, entry: CachedEntry) -> _Rendered:
-        """The entry's rendered head, made on its first answer and kept with it."""
-        rendered = entry.memo.get("front.head")
-        if rendered is None:
-            rendered = entry.memo["front.head"] = cls(entry)
-        return rendered
-
-    def head(self, version: str, keep_alive: bool, now: float) -> bytes:
-        """The head for an answer at ``now`` (``time.time()``)."""
-        resident = int(now - self.recorded)
-        usual = keep_alive and version == "1.1"
-        if usual and (int(now), resident) == self.moment:
-            return self.kept_alive
-        age = self.initial_age + max(0, resident)
-        if usual:
-            head = self._make(self.http11, age, b"")
-            self.moment, self.kept_alive = (int(now), resident), head
-            self.joined = head + self.body if len(self.body) <= JOINED_BODY else None
-            return head
-        start = self.http11 if version == "1.1" else b"HTTP/" + version.encode() + self.rest
-        return self._make(start, age, _connection(version, keep_alive))
-
-    def usual(self, now: float) -> bytes | None:
-        """The whole HTTP/1.1 keep-alive answer at ``now``, head and body in one bytes
-        (made once per moment, as its head), or None when the body is not joined."""
-        if (int(now), int(now - self.recorded)) != self.moment:
-            self.head("1.1", True, now)
-        return self.joined
-
-    def _make(self, start: bytes, age: int, connection: bytes) -> bytes:
-        date = b"Date: " + _http_now() + b"\r\n" if self.date else b""
-        return b"%sAge: %d\r\n%s%s\r\n" % (start, age, date, connection)
-
-
-class _Head:
-    """httptools callbacks: one request head, and whether a header in it keeps the request
-    off the fast path (``slow``) or asks the browser's own conditions (``conditional``)."""
-
-    def __init__(self) -> None:
-        self.on_message_begin()
-
-    def on_message_begin(self) -> None:
-        self.url = b""
-        self.headers: list[tuple[str, str]] = []
-        self.complete = self.slow = self.conditional = self.looped = False
-
-    def on_url(self, url: bytes) -> None:
-        self.url += url
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        text, data = name.decode("latin-1"), value.decode("latin-1")
-        self.headers.append((text, data))
-        lower = text.lower()
-        if lower in _SLOW_HEADERS:
-            self.slow = True
-        elif lower in CONDITIONAL_HEADERS:
-            self.conditional = True
-        elif lower == "via" and PSEUDONYM in data:
-            self.looped = True  # our own request come back (any Via header: aiohttp judges)
-
-    def on_message_complete(self) -> None:
-        self.complete = True
-
-
-class _Parsed:
-    """A request head the fast path may answer, as httptools read it: a function of its
-    bytes alone (each head is a whole message from the parser's start), so it is kept by
-    them (:meth:`FrontListener.parsed`) and the same object stands for the same head."""
-
-    __slots__ = ("target", "headers", "header_list", "version", "keep_alive", "conditional")
-
-    def __init__(
-        self,
-        target: str,
-        headers: CIMultiDict[str],
-        header_list: list[tuple[str, str]],
-        version: str,
-        keep_alive: bool,
-        conditional: bool,  # the browser's own validators (or a range) are in it
-    ) -> None:
-        self.target = target
-        self.headers = headers
-        self.header_list = header_list
-        self.version = version
-        self.keep_alive = keep_alive
-        self.conditional = conditional
 
 
 class FastFront(asyncio.Protocol):
@@ -316,7 +162,7 @@ class FastFront(asyncio.Protocol):
         self.allowed = False  # is the client allowed (by allowed_for, the config's networks)
         self.allowed_for: object = None
         self.parser: httptools.HttpRequestParser | None = None
-        self.parsed = _Head()
+        self.parsed = HeadReader()
         #: fires HEAD_TIMEOUT after a partial head was first seen, unless it completed
         self.head_timer: asyncio.TimerHandle | None = None
         self.paused = False  # reading paused: too much pipelined while a copy is looked up
@@ -497,7 +343,7 @@ class FastFront(asyncio.Protocol):
             return _PENDING
         return _ANSWERED if self._answer(request, url, cached) else _NOT_OURS
 
-    async def _from_disk(self, request: _Parsed, url: URL, length: int) -> None:
+    async def _from_disk(self, request: ParsedHead, url: URL, length: int) -> None:
         store = self.server.services.store
         try:
             cached = await asyncio.to_thread(_read_copy, store, request, url, self._good())
@@ -551,7 +397,7 @@ class FastFront(asyncio.Protocol):
 
     # --- the fast answer -------------------------------------------------------------------
 
-    def _parse(self, head: bytes) -> _Parsed | None:
+    def _parse(self, head: bytes) -> ParsedHead | None:
         """A request the fast path may answer: a plain GET of an http:// URL, no body, no
         upgrade, from an allowed client, not looping; else None.  (Whether the URL is one
         the fast path answers is :meth:`FrontListener.route`'s.)"""
@@ -572,14 +418,14 @@ class FastFront(asyncio.Protocol):
             heads[head] = request
         return request
 
-    def _parse_new(self, head: bytes) -> _Parsed | None:
+    def _parse_new(self, head: bytes) -> ParsedHead | None:
         """:meth:`_parse` of a head not seen yet: httptools reads it."""
         if not head.startswith(b"GET http://") or len(head) > MAX_HEAD:
             return None
         # one parser per connection, each head fed from its start: a head that fails, or
         # one that ends the connection (Connection: close, HTTP/1.0), is its last one here
         if self.parser is None:
-            self.parsed = _Head()
+            self.parsed = HeadReader()
             self.parser = httptools.HttpRequestParser(self.parsed)
         parsed, parser = self.parsed, self.parser
         try:
@@ -593,7 +439,7 @@ class FastFront(asyncio.Protocol):
         version = parser.get_http_version()
         if version != "1.1" and version != "1.0":
             return None  # "HTTP/2.0" in a text head: not an answer this path gives
-        return _Parsed(
+        return ParsedHead(
             parsed.url.decode("latin-1"),
             CIMultiDict(parsed.headers),
             parsed.headers,
@@ -602,7 +448,7 @@ class FastFront(asyncio.Protocol):
             parsed.conditional,
         )
 
-    def _answer(self, request: _Parsed, url: URL, cached: CachedEntry) -> bool:
+    def _answer(self, request: ParsedHead, url: URL, cached: CachedEntry) -> bool:
         """Answer from ``cached`` (in memory) if the policy serves it; False hands it on."""
         if cached.body is None:
             return False  # too large for memory: aiohttp's path streams it from disk
@@ -628,8 +474,8 @@ class FastFront(asyncio.Protocol):
                 return False
             data: bytes | None = None
         else:
-            rendered = _Rendered.of(cached)
-            if rendered.coding is not None and not _accepts(
+            rendered = RenderedHead.of(cached)
+            if rendered.coding is not None and not accepts(
                 request.headers.get("Accept-Encoding"), rendered.coding
             ):
                 return False  # decoding on the way out streams: the aiohttp path does it
@@ -659,7 +505,7 @@ class FastFront(asyncio.Protocol):
         return True
 
     @staticmethod
-    def _planned_head(request: _Parsed, cached: CachedEntry) -> tuple[bytes | None, int, bool]:
+    def _planned_head(request: ParsedHead, cached: CachedEntry) -> tuple[bytes | None, int, bool]:
         """The head for a request with the browser's own conditions (maybe a 304), planned
         in full as the aiohttp path does; None when the answer must be decoded on the way."""
         replay = plan_replay(cached, "GET", request.headers)
@@ -670,10 +516,10 @@ class FastFront(asyncio.Protocol):
         for name, value in sendable_headers(replay.headers):
             out.append(f"{name}: {value}".encode())
         if not any(name.lower() == "date" for name, _ in replay.headers):
-            out.append(b"Date: " + _http_now())
+            out.append(b"Date: " + http_now())
         head = b"".join(line + b"\r\n" for line in out)
         return (
-            head + _connection(version, request.keep_alive) + b"\r\n",
+            head + connection_line(version, request.keep_alive) + b"\r\n",
             replay.status,
             replay.send_body,
         )
@@ -721,7 +567,7 @@ class FrontListener:
         self.answered = 0
         #: request head -> how it was parsed, for the heads the fast path may answer
         #: (:meth:`FastFront._parse`; a function of the head's bytes alone)
-        self.heads: dict[bytes, _Parsed] = {}
+        self.heads: dict[bytes, ParsedHead] = {}
         #: target -> its canonical URL if the fast path may answer it (:func:`_route`),
         #: for the configuration in ``_routes_for`` (a reload, a new port: asked again)
         self._routes: dict[str, URL | None] = {}
