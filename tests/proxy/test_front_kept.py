@@ -80,6 +80,27 @@ async def test_a_kept_head_is_what_parsing_it_anew_gives(make_proxy, origin):
     assert set(front.heads) == {h for h, fast in heads(url) if fast and len(h) <= KEPT_HEAD}
 
 
+async def test_the_kept_heads_stay_within_their_bytes(make_proxy, origin, monkeypatch):
+    """Heads are kept up to HEAD_BYTES_KEPT bytes in all, then forgotten at once; each is
+    still parsed, kept or not."""
+    from wwwproxy.proxy import front as front_module
+
+    monkeypatch.setattr(front_module, "HEAD_BYTES_KEPT", 400)
+    proxy, url = await offline_in_memory(make_proxy, origin)
+    front = proxy.running.front
+    front.heads.clear()
+    front.head_bytes = 0
+    sizes = []
+    for i in range(40):
+        head = f"GET {url}?q={i} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        request = connection(proxy)._parse(head)
+        assert request is not None and request.target == f"{url}?q={i}"
+        assert head in front.heads
+        assert front.head_bytes == sum(len(h) for h in front.heads) <= 400
+        sizes.append(len(front.heads))
+    assert max(sizes) > 1 and sizes.count(1) >= 2  # kept several, forgotten more than once
+
+
 async def test_a_kept_head_is_not_for_a_client_that_is_not_allowed(make_proxy, origin):
     """The client check is made per connection, before the kept heads are looked at."""
     proxy, url = await offline_in_memory(make_proxy, origin)

@@ -71,10 +71,11 @@ _FAST_START = b"GET http://"  # how every request the fast path answers begins
 
 #: targets whose route (:meth:`FrontListener.route`) is remembered, per configuration
 ROUTES_KEPT = 4096
-#: request heads remembered as parsed (:meth:`FastFront._parse`), up to this size each:
-#: a browser asks for the same page with the same head, and parsing it costs more than
-#: hashing it (at most 2,048 x 2 KiB: 4 MiB)
-HEADS_KEPT = 2048
+#: request heads remembered as parsed (:meth:`FastFront._parse`), each up to KEPT_HEAD bytes,
+#: all together up to HEAD_BYTES_KEPT (then forgotten at once): a browser asks for the same
+#: page with the same head, and parsing it costs more than hashing it.  Parsed, a head takes
+#: about 7 times its size (1 MiB of 2 KiB heads of 40 headers each: 7 MiB)
+HEAD_BYTES_KEPT = 1024 * 1024
 KEPT_HEAD = 2048
 #: decisions kept per memory copy (one per request head asking for it), when the mode's
 #: decisions do not depend on the moment (:func:`~wwwproxy.http.policy.timeless`)
@@ -413,9 +414,12 @@ class FastFront(asyncio.Protocol):
             return request
         request = self._parse_new(head)
         if request is not None and len(head) <= KEPT_HEAD:
-            if len(heads) >= HEADS_KEPT:
+            listener = self.listener
+            if listener.head_bytes + len(head) > HEAD_BYTES_KEPT:
                 heads.clear()
+                listener.head_bytes = 0
             heads[head] = request
+            listener.head_bytes += len(head)
         return request
 
     def _parse_new(self, head: bytes) -> ParsedHead | None:
@@ -568,6 +572,7 @@ class FrontListener:
         #: request head -> how it was parsed, for the heads the fast path may answer
         #: (:meth:`FastFront._parse`; a function of the head's bytes alone)
         self.heads: dict[bytes, ParsedHead] = {}
+        self.head_bytes = 0  # the bytes of the heads in ``heads``
         #: target -> its canonical URL if the fast path may answer it (:func:`_route`),
         #: for the configuration in ``_routes_for`` (a reload, a new port: asked again)
         self._routes: dict[str, URL | None] = {}
