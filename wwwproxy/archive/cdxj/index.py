@@ -7,10 +7,11 @@
 
 Changes on disk show at once, whichever process made them: every lookup ``stat``-s the directory
 (a journal made, sealed or removed, or an index renamed in, changes its mtime) and, while that
-mtime is unchanged and over a second old, ``fstat``-s the index's open descriptor (an edit in
-place changes its size, mtime or ctime); otherwise it ``stat``-s the index's path, and the
-active journal's when there is one. An index every line of which was checked when it was written
-(``checked``: all this package's writers) is read without checking its lines again.
+mtime is unchanged and older than the timestamps' granularity (``_settled``), ``fstat``-s the
+index's open descriptor (an edit in place changes its size, mtime or ctime); otherwise it
+``stat``-s the index's path; and the active journal's, when there is one. An index every line
+of which was checked when it was written (``checked``: all this package's writers) is read
+without checking its lines again.
 """
 
 from __future__ import annotations
