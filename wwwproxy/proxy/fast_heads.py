@@ -178,7 +178,15 @@ class ParsedHead:
     bytes alone (each head is a whole message from the parser's start), so it is kept by
     them (:meth:`FastFront._parse`) and the same object stands for the same head."""
 
-    __slots__ = ("target", "headers", "header_list", "version", "keep_alive", "conditional")
+    __slots__ = (
+        "target",
+        "headers",
+        "header_list",
+        "version",
+        "keep_alive",
+        "conditional",
+        "serial",
+    )
 
     def __init__(
         self,
@@ -195,3 +203,6 @@ class ParsedHead:
         self.version = version
         self.keep_alive = keep_alive
         self.conditional = conditional
+        #: a number no other head gets while the process runs, given when it is kept (0:
+        #: not kept): what is kept about it elsewhere is kept by this number, not the head
+        self.serial = 0

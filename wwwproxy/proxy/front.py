@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -77,9 +78,10 @@ ROUTES_KEPT = 4096
 #: about 7 times its size (1 MiB of 2 KiB heads of 40 headers each: 7 MiB)
 HEAD_BYTES_KEPT = 1024 * 1024
 KEPT_HEAD = 2048
-#: decisions kept per memory copy (one per request head asking for it), when the mode's
-#: decisions do not depend on the moment (:func:`~wwwproxy.http.policy.timeless`)
-ACTIONS_KEPT = 64
+#: decisions kept per memory copy (one per kept request head asking for it), when the
+#: mode's decisions do not depend on the moment (:func:`~wwwproxy.http.policy.timeless`)
+ACTIONS_KEPT = 16
+_SERIALS = itertools.count(1)  # ParsedHead.serial of the heads kept
 #: what :meth:`FastFront._take` did with a request head
 _ANSWERED, _PENDING, _NOT_OURS = 0, 1, 2
 
@@ -121,18 +123,19 @@ def _action(server: ProxyServer, request: ParsedHead, url: URL, cached: CachedEn
     hit asks, and the same heads come again); asked anew in another mode or configuration."""
     services = server.services
     mode = services.mode
-    if not timeless(mode):
+    serial = request.serial
+    if not serial or not timeless(mode):  # a head not kept never comes again as itself
         return server.action_for(url, "GET", request.headers, cached)
     config = services.config
     kept = cached.memo.get("front.actions")
     if kept is None or kept[0] is not mode or kept[1] is not config:
         kept = cached.memo["front.actions"] = (mode, config, {})
-    actions: dict[ParsedHead, Action] = kept[2]
-    action = actions.get(request)
+    actions: dict[int, Action] = kept[2]
+    action = actions.get(serial)
     if action is None:
         if len(actions) >= ACTIONS_KEPT:
             actions.clear()
-        action = actions[request] = server.action_for(url, "GET", request.headers, cached)
+        action = actions[serial] = server.action_for(url, "GET", request.headers, cached)
     return action
 
 
@@ -418,6 +421,7 @@ class FastFront(asyncio.Protocol):
             if listener.head_bytes + len(head) > HEAD_BYTES_KEPT:
                 heads.clear()
                 listener.head_bytes = 0
+            request.serial = next(_SERIALS)
             heads[head] = request
             listener.head_bytes += len(head)
         return request
