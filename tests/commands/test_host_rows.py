@@ -174,6 +174,42 @@ def test_orders_by_name_time_and_size():
     assert keys(listing.order("time"))[-1] == "/0"
 
 
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("burst", [1, 5, 40, 400])
+def test_orders_kept_in_step_equal_orders_made_anew(seed, burst):
+    """Orders are made once and then kept in step with the rows added or changed since (a few
+    at a time, over 8 at a time, more than the order takes one by one): after every change,
+    each order equals the one a listing of the same lines makes from scratch."""
+    import random
+
+    rng = random.Random(seed)
+    names = [f"/p/{rng.randrange(300)}{rng.choice(['', '?q=1', '/x', '.css'])}" for _ in range(600)]
+    records = []
+    listing = HostRows(Path("/nonexistent"), "http", HOST)
+    sorts = [("name", True), ("time", True), ("size", True), ("size", False)]
+    for step in range(12):
+        for _ in range(burst if step else 200):
+            kind = "revisit" if rng.random() < 0.1 else "response"
+            status = rng.choice([200, 200, 200, 304, 404, 206, None])
+            record = line(
+                rng.choice(names),
+                rng.randrange(50),  # older and newer captures of a key, equal times too
+                status,
+                kind=kind,
+                ple=rng.choice([None, rng.randrange(5000)]),
+                rle=rng.randrange(1, 900),
+                offset=rng.randrange(10_000),
+            )
+            records.append(record)
+            listing.add(record)
+        anew = listing_of(*records)
+        for sort, keep_good in rng.sample(sorts, rng.randrange(1, 5)):
+            kept = [listing.key(r) for r in listing.order(sort, keep_good)]
+            made = [anew.key(r) for r in anew.order(sort, keep_good)]
+            assert kept == made, (step, sort, keep_good)
+            assert len(kept) == len(set(kept)) == len(listing)
+
+
 def test_many_keys_are_all_found_again():
     """The open-addressing table grows and keeps every key findable."""
     listing = listing_of(*(line(f"/p{i}", i % 50) for i in range(3000)))

@@ -8,9 +8,11 @@ holds the rows and answers what a page shows (:class:`PageInfo`) and in which or
 
 from __future__ import annotations
 
+import bisect
 import os
 import time
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -88,6 +90,9 @@ _NO_SIZE = -1  # a line without its record length: the size comes from the file
 _TS_WIDTH = 27  # the index's one timestamp form: 2026-11-22T05:04:30.123456Z
 _INT64 = 1 << 63
 _SAME = object()  # in _good / _servable: no entry means "the newest capture"
+#: an order with at most this many rows changed since it was made (or one in 32 of the rows,
+#: whichever is more) has them put back in place one by one; with more it is made again
+_FIX_AT_MOST = 256
 
 
 def _stored(value: object) -> int:
@@ -129,6 +134,8 @@ class HostRows:
         self._good: dict[int, _Capture | None] = {}
         self._servable: dict[int, _Capture | None] = {}
         self._orders: dict[str, array[int]] = {}
+        #: per order made: the rows added or changed since (put in place when it is asked for)
+        self._stale: dict[str, set[int]] = {}
 
     def __len__(self) -> int:
         return len(self._status)
@@ -238,8 +245,8 @@ class HostRows:
             self._good[row] = None
         if 2 * len(self) > len(self._table):
             self._grow()
-        if self._orders:
-            self._orders.clear()
+        if self._stale:
+            self._touch(row)
         return True
 
     def _chosen(
@@ -319,8 +326,17 @@ class HostRows:
             self._size[row] = _stored(self._file_size(uri))
         elif end > size:
             self._size[row] = _stored(end)
-        if self._orders:
-            self._orders.clear()
+        if self._stale:
+            self._touch(row)
+
+    def _touch(self, row: int) -> None:
+        """``row`` was added or changed: each order made is stale there (and made again from
+        scratch when too much of it is: a crawl adding thousands of pages)."""
+        limit = max(_FIX_AT_MOST, len(self) // 32)
+        for name, stale in list(self._stale.items()):
+            stale.add(row)
+            if len(stale) > limit:
+                del self._stale[name], self._orders[name]
 
     def _file_size(self, uri: str) -> int:
         host = host_of(uri)
@@ -359,20 +375,51 @@ class HostRows:
             newest_status=newest_status if served is None or served[1] != newest_status else None,
         )
 
+    def _sort_key(self, sort: str, keep_good: bool) -> Callable[[int], object]:
+        """What ``sort`` orders rows by: their key (unique), else time or shown size and then
+        the key, which is what a stable sort of the name order gives."""
+        if sort == "time":
+            return lambda r: (self._ts[r * _TS_WIDTH : (r + 1) * _TS_WIDTH], self._name(r))
+        if sort == "size":
+            return lambda r: (self._shown_size(r, keep_good), self._name(r))
+        return self._name
+
     def order(self, sort: str, keep_good: bool = True) -> array[int]:
-        """The rows in ``sort`` order, ascending (made once per change)."""
+        """The rows in ``sort`` order, ascending: made once, then kept in step with the rows
+        added or changed since (a host page list asked for while pages are recorded, each
+        second, costs a few insertions instead of a sort of all its rows)."""
         name = f"{sort}/{keep_good}" if sort == "size" else sort
         rows = self._orders.get(name)
-        if rows is None:
-            # a stable sort of the name order: equal times or sizes stay in name order
-            if sort == "time":
-                ts = self._ts
-                by = sorted(
-                    self.order("name"), key=lambda r: ts[r * _TS_WIDTH : (r + 1) * _TS_WIDTH]
-                )
-            elif sort == "size":
-                by = sorted(self.order("name"), key=lambda r: self._shown_size(r, keep_good))
-            else:
-                by = sorted(range(len(self)), key=self._name)
-            rows = self._orders[name] = array("I", by)
+        if rows is not None:
+            stale = self._stale[name]
+            if stale:
+                _put_in_place(rows, stale, self._sort_key(sort, keep_good))
+                stale.clear()
+            return rows
+        # a stable sort of the name order: equal times or sizes stay in name order
+        if sort == "time":
+            ts = self._ts
+            by = sorted(self.order("name"), key=lambda r: ts[r * _TS_WIDTH : (r + 1) * _TS_WIDTH])
+        elif sort == "size":
+            by = sorted(self.order("name"), key=lambda r: self._shown_size(r, keep_good))
+        else:
+            by = sorted(range(len(self)), key=self._name)
+        rows = self._orders[name] = array("I", by)
+        self._stale[name] = set()
         return rows
+
+
+def _put_in_place(rows: array[int], stale: set[int], key: Callable[[int], object]) -> None:
+    """Put the ``stale`` rows of an order (sorted by ``key``, whose values are unique) where
+    they belong now: out from where they were, if they were in it, then in by bisection.  The
+    order holds the rows numbered below its length (rows are only ever added at the end)."""
+    present = len(rows)
+    moved = [r for r in stale if r < present]
+    if len(moved) <= 8:
+        for r in moved:
+            del rows[rows.index(r)]
+    elif moved:
+        gone = set(moved)
+        rows[:] = array("I", [r for r in rows if r not in gone])
+    for r in sorted(stale):
+        rows.insert(bisect.bisect_left(rows, key(r), key=key), r)
