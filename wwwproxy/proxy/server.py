@@ -370,7 +370,11 @@ class ProxyServer:
     def action_for(
         self, url: URL, method: str, headers: Mapping[str, str], cached: CachedEntry | None
     ) -> Action:
-        """What the policy says for this request and this copy (both fronts ask here)."""
+        """What the policy says for this request and this copy (both fronts ask here).
+
+        Offline, the fast front keeps the answer per memory copy and request head, for as long
+        as the mode and the config object stay the same (``front._action``): read nothing
+        here but the request's headers, the mode, the config and the copy, or change that."""
         services = self.services
         return decide(
             services.mode,
