@@ -44,6 +44,21 @@ THREADS = textwrap.dedent(
 )
 
 
+#: glibc's malloc statistics in a child (``libc.mallinfo2().hblks``: blocks in mappings of
+#: their own)
+MALLINFO = textwrap.dedent(
+    """
+    import ctypes
+    class Info(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+            "uordblks", "fordblks", "keepcost")]
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = Info
+    """
+)
+
+
 def run(code: str, *args: str, env: dict[str, str] | None = None) -> str:
     out = subprocess.run(
         [sys.executable, "-c", code, *args],
@@ -92,18 +107,12 @@ def test_freed_memory_goes_back():
 def test_big_blocks_keep_their_own_mappings():
     """After a 4 MiB block is freed, glibc alone would carve the next 1 MiB block out of the
     heap (its threshold rose to 4 MiB); fixed, the block gets a mapping of its own again."""
-    code = textwrap.dedent(
+    code = MALLINFO + textwrap.dedent(
         """
-        import ctypes, sys
+        import sys
         from wwwproxy.allocator import fix_mmap_threshold
         if sys.argv[1] == "fix":
             assert fix_mmap_threshold()
-        class Info(ctypes.Structure):
-            _fields_ = [(n, ctypes.c_size_t) for n in (
-                "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
-                "uordblks", "fordblks", "keepcost")]
-        libc = ctypes.CDLL(None)
-        libc.mallinfo2.restype = Info
         big = bytearray(4 << 20)
         del big
         before = libc.mallinfo2().hblks
@@ -126,16 +135,10 @@ def test_a_body_kept_long_gets_a_mapping_of_its_own():
     """The memory cache's bodies are copied out of the heap (each its own mapping: glibc's
     count of mapped blocks grows by one a body) once the threshold is fixed; small ones, and
     any before it is fixed, stay where they are."""
-    code = textwrap.dedent(
+    code = MALLINFO + textwrap.dedent(
         """
-        import ctypes, sys
+        import sys
         from wwwproxy.allocator import fix_mmap_threshold, give_back, kept_apart
-        class Info(ctypes.Structure):
-            _fields_ = [(n, ctypes.c_size_t) for n in (
-                "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
-                "uordblks", "fordblks", "keepcost")]
-        libc = ctypes.CDLL(None)
-        libc.mallinfo2.restype = Info
         if sys.argv[1] == "fix":
             assert fix_mmap_threshold()
         bodies = [bytes([i % 256]) * (20_000 + 1000 * i) for i in range(30)]
