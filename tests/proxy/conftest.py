@@ -790,3 +790,13 @@ async def raw_origin() -> AsyncIterator[Callable[[bytes], Awaitable[RawOrigin]]]
         server.close()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(server.wait_closed(), 2)
+
+
+async def offline_with_copy(make_proxy, origin, path: str = "/page.html"):  # noqa: ANN001, ANN201
+    """A proxy that recorded ``path`` of the origin and is now offline: (proxy, url)."""
+    proxy = await make_proxy()
+    url = origin.url(path)
+    await proxy.get(url)
+    await proxy.recorded(url)
+    await proxy.control(mode="offline")
+    return proxy, url

@@ -13,16 +13,7 @@ from multidict import CIMultiDict
 from wwwproxy.proxy.fast_heads import HeadReader
 from wwwproxy.recording.engine import PSEUDONYM
 
-from .conftest import LARGE_BODY, read_response
-
-
-async def offline_with_copy(make_proxy, origin, path: str = "/page.html"):  # noqa: ANN001, ANN201
-    proxy = await make_proxy()
-    url = origin.url(path)
-    await proxy.get(url)
-    await proxy.recorded(url)
-    await proxy.control(mode="offline")
-    return proxy, url
+from .conftest import LARGE_BODY, offline_with_copy, read_response
 
 
 async def test_a_memory_hit_is_answered_by_the_fast_front_as_aiohttp_would(make_proxy, origin):

@@ -12,15 +12,11 @@ from wwwproxy.proxy.fast_heads import RenderedHead
 from wwwproxy.proxy.front import KEPT_HEAD, FastFront, _action
 from wwwproxy.recording.engine import PSEUDONYM
 
-from .conftest import read_response
+from .conftest import offline_with_copy, read_response
 
 
 async def offline_in_memory(make_proxy, origin, path: str = "/page.html"):  # noqa: ANN001, ANN201
-    proxy = await make_proxy()
-    url = origin.url(path)
-    await proxy.get(url)
-    await proxy.recorded(url)
-    await proxy.control(mode="offline")
+    proxy, url = await offline_with_copy(make_proxy, origin, path)
     await proxy.get(url)  # from disk into memory
     return proxy, url
 
