@@ -129,28 +129,3 @@ def test_the_environment_decides_the_threshold_when_it_says():
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
     code = "from wwwproxy.allocator import fix_mmap_threshold; print(fix_mmap_threshold())"
     assert run(code, env=env) == "False"
-
-
-def test_a_body_kept_long_gets_a_mapping_of_its_own():
-    """The memory cache's bodies are copied out of the heap (each its own mapping: glibc's
-    count of mapped blocks grows by one a body) once the threshold is fixed; small ones, and
-    any before it is fixed, stay where they are."""
-    code = MALLINFO + textwrap.dedent(
-        """
-        import sys
-        from wwwproxy.allocator import fix_mmap_threshold, give_back, kept_apart
-        if sys.argv[1] == "fix":
-            assert fix_mmap_threshold()
-        bodies = [bytes([i % 256]) * (20_000 + 1000 * i) for i in range(30)]
-        small = b"x" * 1000
-        give_back()  # the heap's free top handed back: it cannot take a body instead
-        before = libc.mallinfo2().hblks
-        kept = [kept_apart(b) for b in bodies]
-        after = libc.mallinfo2().hblks
-        assert kept == bodies and kept_apart(small) is small
-        print(sum(k is not b for k, b in zip(kept, bodies)), after - before)
-        """
-    )
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
-    assert run(code, "fix", env=env) == "30 30"
-    assert run(code, "free", env=env) == "0 0"  # not fixed: kept as they are

@@ -16,15 +16,6 @@ heap between small long-lived objects, and the holes they leave are what made th
 A fixed threshold (``M_MMAP_THRESHOLD``) keeps every block of 128 KiB or more in a mapping of
 its own, given back to the system the moment it is freed.
 
-What stays in the heap and lives long makes holes that do not fit what comes next: the memory
-cache's bodies (1 KB to 1 MiB, each kept for a while, then evicted in no particular order)
-left the heap of an hour-long soak growing by about a megabyte a minute while the bytes in use
-stayed flat.  :func:`kept_apart` copies such a body into a mapping of its own (the threshold
-lowered for that one copy), so the heap is left to short-lived buffers, which reuse its space
-as fast as they free it.  A lower threshold for everything did the same for the heap, but
-then every buffer of 16 KiB or more in every request (a hit read from disk: the read, the
-inflated record, the body) took a mapping and its page faults: 360 → 530 µs a 100 KB hit.
-
 Where the C library is not glibc (musl, macOS), these do nothing and say so.  A
 ``MALLOC_ARENA_MAX`` or ``MALLOC_MMAP_THRESHOLD_`` set in the environment is the person's
 choice and is left alone.
@@ -33,33 +24,25 @@ choice and is left alone.
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
-import threading
 from typing import Any
 
 __all__ = [
     "ARENAS",
     "GIVE_BACK_EVERY",
-    "KEPT_APART",
     "MMAP_THRESHOLD",
     "fix_mmap_threshold",
     "give_back",
-    "kept_apart",
     "limit_arenas",
 ]
 
 ARENAS = 2
 MMAP_THRESHOLD = 128 * 1024  # glibc's own starting value, kept from moving
 GIVE_BACK_EVERY = 10.0  # seconds between two trims in `wwwproxy serve`
-KEPT_APART = 16 * 1024  # bytes kept long from this size up get a mapping of their own
 _M_ARENA_MAX = -8  # mallopt's parameter numbers (glibc's malloc.h)
 _M_MMAP_THRESHOLD = -3
-_fixed: int | None = None  # the threshold fix_mmap_threshold set (None: glibc's or the person's)
-_apart = threading.Lock()  # one lowered threshold at a time
 
 
-@functools.cache  # dlopen once, not at each call
 def _libc_function(name: str) -> Any | None:
     try:
         libc = ctypes.CDLL(None)  # the symbols the process has: the C library's among them
@@ -90,29 +73,7 @@ def fix_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
     """Blocks of ``size`` bytes or more always get a mapping of their own (glibc no longer
     raises the threshold as big blocks are freed); False where it cannot be done or the
     environment already decides."""
-    global _fixed
-    done = _mallopt(_M_MMAP_THRESHOLD, size, "MALLOC_MMAP_THRESHOLD_")
-    _fixed = size if done else None
-    return done
-
-
-def kept_apart(data: bytes) -> bytes:
-    """``data``, to be kept for long: a copy in a mapping of its own when it is
-    :data:`KEPT_APART` bytes or more and :func:`fix_mmap_threshold` fixed the threshold (the
-    copy is given back whole to the system when it is freed, leaving no hole in the heap);
-    else ``data`` itself."""
-    fixed = _fixed
-    if fixed is None or not KEPT_APART <= len(data) < fixed:
-        return data
-    mallopt = _libc_function("mallopt")
-    assert mallopt is not None  # it fixed the threshold
-    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    with _apart:
-        mallopt(_M_MMAP_THRESHOLD, KEPT_APART)
-        try:
-            return bytes(memoryview(data))  # a new object: bytes(data) would be data itself
-        finally:
-            mallopt(_M_MMAP_THRESHOLD, fixed)
+    return _mallopt(_M_MMAP_THRESHOLD, size, "MALLOC_MMAP_THRESHOLD_")
 
 
 def give_back() -> bool:

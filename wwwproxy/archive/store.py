@@ -32,7 +32,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..allocator import kept_apart
 from ..fsutil import GroupSync
 from ..http.policy import is_good, is_servable, vary_matches
 from ..url import URL, InvalidURL, cache_name, canonicalize, surt, url_hash
@@ -269,8 +268,7 @@ class Store:
         if hot and keep and before is not None:
             if self.memory.keeps(entry.payload_length):
                 try:
-                    body = kept_apart(entry.read_body())  # long-lived: not in the heap
-                    entry = dataclasses.replace(entry, body=body)
+                    entry = dataclasses.replace(entry, body=entry.read_body())
                 except FileNotFoundError:  # removed meanwhile (a purge, a delete)
                     return None
                 self.memory.put(key, prefer_good, entry, path, before)
