@@ -5,6 +5,7 @@ damaged ones."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import random
@@ -143,3 +144,26 @@ def test_read_payload_refuses_a_member_cut_or_changed_since(tmp_path, damage, wo
     with pytest.raises(W.WARCFormatError, match=words) as err:
         R.read_payload(record)
     assert err.value.path == str(path) and err.value.offset == record.offset
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"payload_length": -1},  # the member holds more than the index line says
+        {"payload_length": +1},  # less
+        {"payload_start": -1},  # the heads end elsewhere
+        {"payload_start": +1},
+        {"payload_start": -1, "payload_length": +1},  # same end, heads shorter
+    ],
+)
+@pytest.mark.parametrize("body", [b"x", _text(1024), random.Random(4).randbytes(70 * 1024)])
+def test_read_payload_refuses_a_whole_member_not_what_the_record_says(tmp_path, change, body):
+    """Each stage of the inflate (heads, payload, CRLF CRLF) is checked against the record:
+    a valid member whose parts are not where the index line puts them is refused, never
+    served as a body cut or padded."""
+    path = tmp_path / "f.warc.gz"
+    write(path, body)
+    record = W.newest_response(path).payload_record
+    moved = {name: getattr(record, name) + by for name, by in change.items()}
+    with pytest.raises(W.WARCFormatError, match="not what its index line says"):
+        R.read_payload(dataclasses.replace(record, **moved))
