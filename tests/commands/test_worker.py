@@ -54,3 +54,70 @@ async def test_stuck_pages_leave_the_proxy_serving(proxy, origin):
     finally:
         release.set()
         holder.join(10)
+
+
+async def test_pages_whose_browser_left_while_queued_are_not_made(proxy, origin, monkeypatch):
+    """Pages queue for the pages' threads; one whose browser closed its connection meanwhile
+    is dropped when its turn comes (on an overloaded machine they piled up into minutes of
+    backlog), while a page somebody still waits for is made."""
+    from wwwproxy.commands import welcome, worker
+
+    made = []
+
+    def counted(*args, **kwargs):
+        made.append(1)
+        return list_hosts(*args, **kwargs)
+
+    list_hosts = welcome.list_hosts
+    monkeypatch.setattr(welcome, "list_hosts", counted)
+    await browse(proxy, origin.url("/a.html"))
+    lock = _view(proxy.services.store).lock
+    release, held = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(5)
+    request = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\n\r\n".encode()
+    try:
+        async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+
+            async def welcome_page() -> int:
+                async with session.get(f"http://127.0.0.1:{proxy.port}/") as resp:
+                    await resp.read()
+                    return resp.status
+
+            busy = [asyncio.ensure_future(welcome_page()) for _ in range(PAGE_THREADS)]
+            for _ in range(500):  # the threads all wait for the lock
+                if len(made) == PAGE_THREADS:
+                    break
+                await asyncio.sleep(0.01)
+            assert len(made) == PAGE_THREADS
+            left = []
+            for _ in range(10):
+                reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+                writer.write(request)
+                await writer.drain()
+                left.append(writer)
+            queue = worker._executor._work_queue  # noqa: SLF001 (how many pages wait)
+            for _ in range(500):
+                if queue.qsize() >= len(left):
+                    break
+                await asyncio.sleep(0.01)
+            assert queue.qsize() == len(left)
+            for writer in left:  # their browsers give up
+                writer.close()
+                await writer.wait_closed()
+            await asyncio.sleep(0.2)  # the proxy sees them close
+            release.set()
+            assert await asyncio.wait_for(asyncio.gather(*busy), 30) == [200] * PAGE_THREADS
+            # a page asked now queues behind the dropped ones, and is made
+            assert await asyncio.wait_for(welcome_page(), 30) == 200
+    finally:
+        release.set()
+        holder.join(10)
+    assert len(made) == PAGE_THREADS + 1  # the 10 left behind were not made

@@ -42,6 +42,7 @@ from . import (
     welcome,
 )
 from .context import API_HEADER, Context, PageError
+from .worker import ClientGone, skipped_if_gone
 
 if TYPE_CHECKING:
     from ..recording.services import Services
@@ -135,6 +136,15 @@ async def handle_command(
             refused = ctx.refuse_post()
             if refused is not None:
                 return refused
-        return await page(ctx)
+        if request.method == "POST":
+            return await page(ctx)
+        transport = request.transport
+        if transport is None:  # gone already
+            raise ClientGone
+        with skipped_if_gone(transport):  # a page that changes nothing
+            return await page(ctx)
+    except ClientGone:
+        # nobody reads it: said for the access log, as nginx's 499 does
+        return web.Response(status=499, reason="Client Closed Request")
     except PageError as exc:
         return ctx.error_response(exc.status, exc.title, exc.message)
