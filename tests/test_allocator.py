@@ -125,42 +125,6 @@ def test_big_blocks_keep_their_own_mappings():
     assert run(code, "fix", env=env) == "1"
 
 
-def test_page_sized_blocks_get_mappings_of_their_own():
-    """Blocks of 16 KiB or more (page bodies) that the heap's free space cannot hold get a
-    mapping each, rather than growing the heap (glibc's 128 KiB would put all of them in the
-    heap).  glibc still carves one out of free heap space that fits: a few of the hundred."""
-    code = MALLINFO + textwrap.dedent(
-        """
-        import sys
-        from wwwproxy.allocator import fix_mmap_threshold
-        if sys.argv[1] == "fix":
-            assert fix_mmap_threshold()
-        before = libc.mallinfo2().hblks
-        blocks = [bytearray(40 << 10) for _ in range(100)]
-        print(libc.mallinfo2().hblks - before)
-        """
-    )
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
-    assert int(run(code, "free", env=env)) == 0
-    assert int(run(code, "fix", env=env)) >= 90
-
-
-def test_small_blocks_stay_in_the_heap():
-    """Below the threshold, blocks come from the heap (a mapping per small object would cost
-    a system call and page faults each)."""
-    code = MALLINFO + textwrap.dedent(
-        """
-        from wwwproxy.allocator import fix_mmap_threshold
-        assert fix_mmap_threshold()
-        before = libc.mallinfo2().hblks
-        blocks = [bytearray(15 << 10) for _ in range(20)]
-        print(libc.mallinfo2().hblks - before)
-        """
-    )
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
-    assert run(code, env=env) == "0"
-
-
 def test_the_environment_decides_the_threshold_when_it_says():
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
     code = "from wwwproxy.allocator import fix_mmap_threshold; print(fix_mmap_threshold())"

@@ -13,15 +13,8 @@ measurable contention.
 glibc also raises its mmap threshold (from 128 KiB up to 32 MiB) each time a block that big is
 freed; after that, big buffers (a body spooled in memory, a large read) are carved out of the
 heap between small long-lived objects, and the holes they leave are what made the heap grow.
-A fixed threshold (``M_MMAP_THRESHOLD``) puts every block of 16 KiB or more that the heap's
-free space cannot hold in a mapping of its own (rather than growing the heap for it), given
-back to the system the moment it is freed.  16 KiB, not glibc's 128: page
-bodies of 16 to 128 KB (most of the web's) kept in the memory cache, or passing through on
-their way to a browser, were what fragmented the heap at 128 KiB (in an hour's soak the heap
-and the second arena grew by 16 MiB and never settled; at 16 KiB the heap stayed at 20 MiB).
-A block in a mapping costs a ``mmap``, its page faults and a ``munmap``: about 30 µs for a
-100 KB body, which is why reading a copy from disk (``read_payload``) makes one such block,
-not three.
+A fixed threshold (``M_MMAP_THRESHOLD``) keeps every block of 128 KiB or more in a mapping of
+its own, given back to the system the moment it is freed.
 
 Where the C library is not glibc (musl, macOS), these do nothing and say so.  A
 ``MALLOC_ARENA_MAX`` or ``MALLOC_MMAP_THRESHOLD_`` set in the environment is the person's
@@ -44,7 +37,7 @@ __all__ = [
 ]
 
 ARENAS = 2
-MMAP_THRESHOLD = 16 * 1024  # blocks this big or bigger: a mapping of their own
+MMAP_THRESHOLD = 128 * 1024  # glibc's own starting value, kept from moving
 GIVE_BACK_EVERY = 10.0  # seconds between two trims in `wwwproxy serve`
 _M_ARENA_MAX = -8  # mallopt's parameter numbers (glibc's malloc.h)
 _M_MMAP_THRESHOLD = -3
@@ -77,9 +70,9 @@ def limit_arenas(count: int = ARENAS) -> bool:
 
 
 def fix_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
-    """Blocks of ``size`` bytes or more get a mapping of their own when the heap's free space
-    cannot hold them, instead of growing the heap (and glibc no longer raises the threshold as
-    big blocks are freed); False where it cannot be done or the environment already decides."""
+    """Blocks of ``size`` bytes or more always get a mapping of their own (glibc no longer
+    raises the threshold as big blocks are freed); False where it cannot be done or the
+    environment already decides."""
     return _mallopt(_M_MMAP_THRESHOLD, size, "MALLOC_MMAP_THRESHOLD_")
 
 
