@@ -247,3 +247,23 @@ def test_the_text_helper_starts_without_the_index_or_the_cache():
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.splitlines() == ["[]", "T"]
+
+
+def test_the_helper_leaves_quietly_when_its_parent_died_while_it_worked():
+    """A parent killed while its helper worked leaves the answer nowhere to go: the helper
+    exits without a traceback (one once ended an hour's soak log)."""
+    request = helper_module.marshal.dumps([(b"<title>t</title><p>words</p>", [])])
+    child = subprocess.Popen(
+        [sys.executable, "-m", "wwwproxy.archive.search.textproc"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    child.stdout.close()  # the parent is gone: nobody reads the answer
+    child.stdin.write(helper_module._LENGTH.pack(len(request)) + request)
+    child.stdin.close()
+    err = child.stderr.read()  # to its end: the helper has exited
+    child.stderr.close()
+    child.wait(60)
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode(errors="replace")
+    assert child.returncode == 0

@@ -78,8 +78,22 @@ def serve(handler: Callable[[object], object], source: BinaryIO, sink: BinaryIO)
             request = _read(source)
         except EOFError:
             return answered
-        _write(sink, handler(request))
+        answer = handler(request)
+        try:
+            _write(sink, answer)
+        except BrokenPipeError:  # the parent died while this worked (kill -9): nobody reads
+            _quiet(sink)
+            return answered
         answered += 1
+
+
+def _quiet(sink: BinaryIO) -> None:
+    """Point ``sink``'s descriptor at the null device, so that the interpreter's flush at
+    exit finds no broken pipe to report."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sink.fileno())
+        os.close(null)
 
 
 def _helper_env() -> dict[str, str]:
