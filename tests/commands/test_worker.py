@@ -14,23 +14,34 @@ from wwwproxy.commands.worker import PAGE_THREADS
 from .conftest import TIMEOUT, browse
 
 
+class HeldLock:
+    """The host listings' lock of a cache, held by a thread of the test until ``release()``:
+    command pages that need it wait in the pages' threads meanwhile."""
+
+    def __init__(self, store) -> None:
+        self._lock = _view(store).lock
+        self._release = threading.Event()
+        held = threading.Event()
+        self._holder = threading.Thread(target=self._hold, args=(held,))
+        self._holder.start()
+        held.wait(5)
+
+    def _hold(self, held: threading.Event) -> None:
+        with self._lock:
+            held.set()
+            self._release.wait(30)
+
+    def release(self) -> None:
+        self._release.set()
+        self._holder.join(10)
+
+
 async def test_stuck_pages_leave_the_proxy_serving(proxy, origin):
     store = proxy.services.store
     url = origin.url("/a.html")
     await browse(proxy, url)  # recorded
     store.memory.clear()  # the next hit is read from disk, in a worker thread
-    lock = _view(store).lock
-    release = threading.Event()
-    held = threading.Event()
-
-    def hold() -> None:
-        with lock:
-            held.set()
-            release.wait(30)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(5)
+    held = HeldLock(store)
     try:
         async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
 
@@ -49,11 +60,10 @@ async def test_stuck_pages_leave_the_proxy_serving(proxy, origin):
             assert (status, headers.get("X-Cache")) == (200, "HIT")
             status, _, _ = await browse(proxy, origin.url("/b.html"))
             assert status == 200
-            release.set()
+            held.release()
             assert await asyncio.wait_for(asyncio.gather(*pages), 30) == [200] * len(pages)
     finally:
-        release.set()
-        holder.join(10)
+        held.release()
 
 
 async def test_pages_whose_browser_left_while_queued_are_not_made(proxy, origin, monkeypatch):
@@ -71,17 +81,7 @@ async def test_pages_whose_browser_left_while_queued_are_not_made(proxy, origin,
     list_hosts = welcome.list_hosts
     monkeypatch.setattr(welcome, "list_hosts", counted)
     await browse(proxy, origin.url("/a.html"))
-    lock = _view(proxy.services.store).lock
-    release, held = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with lock:
-            held.set()
-            release.wait(30)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(5)
+    held = HeldLock(proxy.services.store)
     request = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\n\r\n".encode()
     try:
         async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
@@ -113,11 +113,10 @@ async def test_pages_whose_browser_left_while_queued_are_not_made(proxy, origin,
                 writer.close()
                 await writer.wait_closed()
             await asyncio.sleep(0.2)  # the proxy sees them close
-            release.set()
+            held.release()
             assert await asyncio.wait_for(asyncio.gather(*busy), 30) == [200] * PAGE_THREADS
             # a page asked now queues behind the dropped ones, and is made
             assert await asyncio.wait_for(welcome_page(), 30) == 200
     finally:
-        release.set()
-        holder.join(10)
+        held.release()
     assert len(made) == PAGE_THREADS + 1  # the 10 left behind were not made
