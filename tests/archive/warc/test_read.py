@@ -269,3 +269,97 @@ def test_damaged_files_never_crash_and_never_yield_damaged_records(tmp_path, edi
     with contextlib.suppress(W.WARCFormatError):
         W.read_record_at(path, 0)
     W.newest_response(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# newest_response parses only what it needs: the same answer as parsing every record
+
+
+def _newest_parsing_everything(path, *, archive_key=None, accept=None, at_or_before=None):
+    """The answer of the reader that parsed every record of the file (as it did before)."""
+    from wwwproxy.archive.warc.read import _find_payload
+
+    records = list(W.read_records(path))
+    for rec in reversed(records):
+        if rec.rec_type not in ("response", "revisit"):
+            continue
+        if archive_key is not None and rec.archive_key != archive_key:
+            continue
+        if accept is not None and not accept(rec):
+            continue
+        if at_or_before is not None and W.parse_warc_date(rec.date) > at_or_before:
+            continue
+        payload = rec if rec.rec_type == "response" else _find_payload(records, rec)
+        if payload is None:
+            continue
+        request = next(
+            (
+                r
+                for r in reversed(records)
+                if r.rec_type == "request"
+                and (r.record_id in rec.concurrent_to or rec.record_id in r.concurrent_to)
+            ),
+            None,
+        )
+        return rec.offset, payload.offset, request.offset if request else None
+    return None
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_newest_response_is_what_parsing_every_record_finds(tmp_path, seed):
+    """Captures of two keys, revisits of earlier bodies among them, 404s and 304s, asked with
+    each filter: the lazy reader picks the same capture, original and request."""
+    rng = random.Random(seed)
+    path = tmp_path / "f.warc.gz"
+    keys = [(KEY, URI), ("com,example)/other", "http://example.com/other")]
+    dates = []
+    for n in range(rng.randrange(1, 25)):
+        key, uri = rng.choice(keys)
+        status = rng.choice([200, 200, 200, 404, 304])
+        body = rng.choice([b"one", b"two", b"three"]) if status != 304 else b""
+        newest = W.newest_response(path, archive_key=key) if path.exists() else None
+        date = T0 + timedelta(seconds=n)
+        dates.append(date)
+        write(
+            path,
+            body,
+            status=status,
+            key=key,
+            uri=uri,
+            date=date,
+            previous=newest.previous() if newest is not None and rng.random() < 0.8 else None,
+            check=False,
+        )
+    warcio_check(path)
+    for key, _ in [*keys, (None, None)]:
+        for accept in (None, lambda r: r.status == 200, lambda r: r.status != 304):
+            for at in (None, rng.choice(dates)):
+                got = W.newest_response(path, archive_key=key, accept=accept, at_or_before=at)
+                found = (
+                    None
+                    if got is None
+                    else (
+                        got.response.offset,
+                        got.payload_record.offset,
+                        got.request.offset if got.request else None,
+                    )
+                )
+                assert found == _newest_parsing_everything(
+                    path, archive_key=key, accept=accept, at_or_before=at
+                )
+
+
+def test_newest_response_leaves_older_records_unparsed(tmp_path):
+    """A page fetched again and again holds a capture per fetch: a lookup parses the newest
+    (and what it needs), not every one, so an invalid record among the older ones is not even
+    read as a record (``read_records`` and ``index check`` still report it)."""
+    path = tmp_path / "f.warc.gz"
+    write(path, b"first")
+    with path.open("ab") as f:
+        f.write(gzip.compress(b"not a WARC record\r\n\r\n"))  # a whole member, not a record
+    write(path, b"second", date=T0 + timedelta(seconds=1), check=False)  # warcio refuses it
+    problems: list[W.WARCFormatError] = []
+    cached = W.newest_response(path, problems=problems)
+    assert read_all(cached.open_body()) == b"second" and problems == []
+    every: list[W.WARCFormatError] = []
+    assert len(list(W.read_records(path, every))) == 4 and len(every) == 1

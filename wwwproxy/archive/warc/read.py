@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import zlib
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import BinaryIO
@@ -502,14 +502,113 @@ def newest_response(
     ``at_or_before``, recorded no later than that time (time travel). A revisit whose original
     is missing is reported and skipped, so an older full response may be returned. A missing
     file gives None.
+
+    The file's members are framed first (inflated, not parsed: about 18 µs each), and records
+    are parsed and checked only as they are needed, newest first: the newest capture, the
+    request beside it, a revisit's original.  A page fetched again and again holds a capture
+    per fetch, and parsing every one of them on each hit and each capture (70-100 µs each)
+    made the proxy slower with each (1.4 ms at 15 captures).  Damage in records never parsed
+    is not reported here (``index check`` and ``read_records`` see it).
     """
+    spath = os.fspath(path)
     try:
-        records = list(read_records(path, problems))
+        fh = open(path, "rb")  # noqa: SIM115 (closed below)
     except FileNotFoundError:
         return None
-    spath = os.fspath(path)
-    for rec in reversed(records):
-        if rec.rec_type not in ("response", "revisit"):
+    with fh:
+        members: list[_Member] = []
+        for item in _scan(fh, spath, parse=False):
+            if isinstance(item, WARCFormatError):
+                _report(item, problems)
+            elif isinstance(item, _Member):
+                members.append(item)
+        records = _LazyRecords(fh, spath, members, problems)
+        return _newest(records, spath, archive_key, target_uri, problems, accept, at_or_before)
+
+
+def _report(problem: WARCFormatError, problems: list[WARCFormatError] | None) -> None:
+    log.debug("%s", problem)
+    if problems is not None:
+        problems.append(problem)
+
+
+class _LazyRecords:
+    """The records of framed members, each parsed and checked the first time it is asked for
+    (None: not a valid record, reported once)."""
+
+    def __init__(
+        self,
+        fh: BinaryIO,
+        path: str,
+        members: list[_Member],
+        problems: list[WARCFormatError] | None,
+    ) -> None:
+        self._fh, self._path, self._members, self._problems = fh, path, members, problems
+        self._parsed: dict[int, StoredRecord | None] = {}
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def __getitem__(self, i: int) -> StoredRecord | None:
+        if i in self._parsed:
+            return self._parsed[i]
+        member = self._members[i]
+        reader = _MemberReader(_inflate(self._fh, self._path, member.offset))
+        record: StoredRecord | None = None
+        try:
+            fields = _parse_member(reader, self._path, member.offset, True)
+        except _RecordError as bad:
+            _report(WARCFormatError(self._path, member.offset, str(bad), "record"), self._problems)
+        except WARCFormatError as exc:  # changed since it was framed (a purge meanwhile)
+            _report(exc, self._problems)
+        else:
+            record = StoredRecord(length=member.length, **fields)
+        self._parsed[i] = record
+        return record
+
+    def first(
+        self, indices: Iterable[int], wanted: Callable[[StoredRecord], bool]
+    ) -> StoredRecord | None:
+        for i in indices:
+            record = self[i]
+            if record is not None and wanted(record):
+                return record
+        return None
+
+
+def _original(records: _LazyRecords, revisit: StoredRecord) -> StoredRecord | None:
+    """:func:`_find_payload`, parsing only what it must: record IDs are unique, so the one
+    response a revisit refers to is looked for from the start, where the original usually is."""
+    every = range(len(records))
+    if revisit.refers_to:
+        by_id = records.first(
+            every, lambda r: r.rec_type == "response" and r.record_id == revisit.refers_to
+        )
+        if by_id is not None:
+            return by_id if _same_digest(by_id.payload_digest, revisit.payload_digest) else None
+    return records.first(
+        reversed(every),
+        lambda r: (
+            r.rec_type == "response"
+            and r.target_uri == revisit.refers_to_target_uri
+            and r.date == revisit.refers_to_date
+            and _same_digest(r.payload_digest, revisit.payload_digest)
+        ),
+    )
+
+
+def _newest(
+    records: _LazyRecords,
+    spath: str,
+    archive_key: str | None,
+    target_uri: str | None,
+    problems: list[WARCFormatError] | None,
+    accept: Callable[[StoredRecord], bool] | None,
+    at_or_before: datetime | None,
+) -> CachedResponse | None:
+    for i in reversed(range(len(records))):
+        rec = records[i]
+        if rec is None or rec.rec_type not in ("response", "revisit"):
             continue
         if archive_key is not None and rec.archive_key != archive_key:
             continue
@@ -519,7 +618,7 @@ def newest_response(
             continue
         if at_or_before is not None and parse_warc_date(rec.date) > at_or_before:
             continue
-        payload = rec if rec.rec_type == "response" else _find_payload(records, rec)
+        payload = rec if rec.rec_type == "response" else _original(records, rec)
         if payload is None:
             if problems is not None:
                 problems.append(
@@ -528,14 +627,12 @@ def newest_response(
                     )
                 )
             continue
-        request = next(
-            (
-                r
-                for r in reversed(records)
-                if r.rec_type == "request"
+        request = records.first(
+            reversed(range(len(records))),
+            lambda r, rec=rec: (
+                r.rec_type == "request"
                 and (r.record_id in rec.concurrent_to or rec.record_id in r.concurrent_to)
             ),
-            None,
         )
         return CachedResponse(rec, payload, request)
     return None
