@@ -300,6 +300,71 @@ def test_journal_is_cached_until_it_changes(
     assert len(reads) == 2
 
 
+def test_a_grown_journal_is_read_on_from_where_it_was_read_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every capture appends to the journal: the next lookup reads only the lines appended,
+    not the whole journal again (a quarter of a megabyte between compactions)."""
+    index = Index(tmp_path)
+    index.add([rec(f"(a,)/{n}") for n in range(200)])
+    assert len(list(index.prefix(""))) == 200
+    read: list[int] = []
+    real_scan = cdxj_index._scan
+
+    def measuring_scan(f, *args, **kwargs):  # type: ignore[no-untyped-def]
+        read.append(len(f.getvalue()))
+        return real_scan(f, *args, **kwargs)
+
+    monkeypatch.setattr(cdxj_index, "_scan", measuring_scan)
+    for n in range(3):
+        added = rec(f"(b,)/{n}")
+        index.add([added])
+        assert index.exact(f"(b,)/{n}") == [added]
+        assert read[-1] == len(added.to_bytes())
+    assert [r.key for r in index.prefix("(b,)/")] == ["(b,)/0", "(b,)/1", "(b,)/2"]
+    assert len(list(index.prefix(""))) == 203
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_journal_followed_line_by_line_reads_as_a_fresh_one(tmp_path: Path, seed: int) -> None:
+    """One long-lived index, asked after each change, answers as an index opened afresh:
+    appends, torn lines left by a crash (then cut by the next append), compactions (a new
+    journal, which may get the old one's inode number), and a journal rewritten in place with
+    other lines (the bytes it was read to are no longer there)."""
+    rng = random.Random(seed)
+    index = Index(tmp_path)
+    journal = tmp_path / "journal.cdxj"
+    made: list[CDXJRecord] = []
+    for step in range(40):
+        action = rng.choice(["add", "add", "add", "torn", "compact", "rewrite"])
+        if action == "add":
+            batch = [random_record(rng) for _ in range(rng.randrange(1, 5))]
+            index.add(batch)
+            made += batch
+        elif action == "torn" and journal.exists():
+            with journal.open("ab") as f:
+                f.write(random_record(rng).to_bytes()[: rng.randrange(1, 30)])
+        elif action == "compact":
+            index.compact()
+        elif action == "rewrite" and journal.exists():
+            # the same inode, longer, and other bytes where it was read to: a line gone
+            head, *lines = journal.read_bytes().splitlines(keepends=True)
+            lines = [line for line in lines if line.endswith(b"\n")]
+            if lines:
+                gone = lines.pop(rng.randrange(len(lines)))
+                made = [r for r in made if r.to_bytes() != gone]
+            batch = [random_record(rng) for _ in range(3)]
+            made += batch
+            lines[len(lines) // 2 : len(lines) // 2] = [r.to_bytes() for r in batch]
+            with journal.open("r+b") as f:
+                f.write(head + b"".join(lines))
+                f.truncate()
+        fresh = Index(tmp_path)
+        assert list(index.prefix("")) == list(fresh.prefix("")), (step, action)
+        for key in {r.key for r in rng.sample(made, min(5, len(made)))}:
+            assert index.exact(key) == fresh.exact(key), (step, action)
+
+
 def test_bad_journal_and_index_lines_are_reported_not_fatal(tmp_path: Path) -> None:
     index = Index(tmp_path)
     write(

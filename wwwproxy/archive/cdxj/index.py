@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import fcntl
 import heapq
+import io
 import logging
 import operator
 import os
@@ -29,8 +31,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from ...fsutil import GroupSync, fsync_dir, lock_if_still_at
 from .checked import is_checked
@@ -51,6 +55,7 @@ from .read import (
     DEFAULT_BLOCK_SIZE,
     IndexFile,
     StrPath,
+    _Headers,
     _scan,
     check,
     file_version,
@@ -173,6 +178,22 @@ def _search_bytes(text: str, what: str) -> bytes:
 
 
 _Ident = tuple[int, int, int, int]
+_PROBE = 256  # bytes before where a journal was read to, checked before reading on from there
+
+
+@dataclass
+class _JournalRead:
+    """A journal's records as read, and where to go on reading it from."""
+
+    ident: _Ident
+    records: list[CDXJRecord]
+    #: the end of its last whole line, when it ended with one (else it is read again whole)
+    end: int | None = None
+    #: the bytes before ``end``: the same file, grown, still has them there (this tells a new
+    #: journal that got the same inode number from the old one)
+    probe: bytes = b""
+    lineno: int = 0
+    headers: _Headers | None = None
 
 
 class Index:
@@ -200,7 +221,7 @@ class Index:
         self._file = IndexFile(self.index_path, block_size=block_size)
         self._lock = threading.Lock()
         self._compact_lock = threading.Lock()
-        self._journal_cache: dict[str, tuple[_Ident, list[CDXJRecord]]] = {}
+        self._journal_cache: dict[str, _JournalRead] = {}
         self._view: tuple[tuple[_Ident | None, ...], list[bytes], list[CDXJRecord]] | None = None
         self._directory = os.fspath(self.directory)  # (a str: os.stat takes it a little faster)
         self._listed: tuple[int, int, int, bool, list[Path]] | None = None
@@ -399,36 +420,76 @@ class Index:
             if len(self._problems) < _MAX_PROBLEMS:
                 self._problems[message] = None
 
-    def _journal(self, path: Path) -> tuple[_Ident | None, list[CDXJRecord]]:
-        """A journal's records, re-read only when its identity or size changed."""
+    def _journal(self, path: Path) -> tuple[_JournalRead | None, list[CDXJRecord] | None]:
+        """A journal as read (None: there is none, or it cannot be read), re-read only when
+        its identity or size changed, and then only from where it was read to when it only
+        grew; and the records that added (None: it was read whole).  Every capture appends to
+        the journal, and reading it all again on the next lookup cost milliseconds (a quarter
+        of a megabyte of lines between compactions)."""
         key = os.fspath(path)
         try:
             st = os.stat(path)
         except FileNotFoundError:
-            return None, []
+            return None, None
         ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         cached = self._journal_cache.get(key)
-        if cached is not None and cached[0] == ident:
-            return cached
+        if cached is not None and cached.ident == ident:
+            return cached, []
         try:
             f = open(path, "rb")  # noqa: SIM115 - closed below
         except FileNotFoundError:
-            return None, []
+            return None, None
         except OSError as exc:  # unreadable (permissions, a directory): the rest still answers
             self._report(f"{key}: cannot read: {exc.strerror or exc}")
-            return None, []
+            return None, None
         problems: list[str] = []
         with f:
             fcntl.flock(f.fileno(), fcntl.LOCK_SH)  # no half-written append
             st = os.fstat(f.fileno())
             ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-            records = [
-                rec for _, rec in _scan(f, key, tolerant=True, problems=problems, journal=True)
-            ]
+            if cached is not None and not self._grown(f, cached, ident):
+                cached = None
+            if cached is None:
+                read = _JournalRead(ident, [], headers=_Headers(key))
+            else:
+                read = dataclasses.replace(cached, ident=ident, records=list(cached.records))
+            start = cached.end or 0 if cached is not None else 0
+            data = os.pread(f.fileno(), st.st_size - start, start)
+        lines = io.BytesIO(data)
+        added = [
+            rec
+            for _, rec in _scan(
+                lines,
+                key,
+                tolerant=True,
+                problems=problems,
+                journal=True,
+                headers=read.headers,
+                first_lineno=read.lineno + 1,
+            )
+        ]
+        read.records += added
+        read.lineno += data.count(b"\n")
+        # read on from here next time, unless a torn last line or a version it cannot read
+        # stopped it: then it is read whole again
+        if lines.tell() == len(data) and (not data or data.endswith(b"\n")):
+            read.end = start + len(data)
+            read.probe = (cached.probe if cached is not None else b"") + data
+            read.probe = read.probe[-_PROBE:]
+        else:
+            read.end = None
         for message in problems:
             self._report(message)
-        self._journal_cache[key] = (ident, records)
-        return ident, records
+        self._journal_cache[key] = read
+        return read, added if cached is not None else None
+
+    @staticmethod
+    def _grown(f: BinaryIO, cached: _JournalRead, ident: _Ident) -> bool:
+        """Is the open journal ``cached``'s file, only longer (read on from its end)?"""
+        end = cached.end
+        if end is None or ident[:2] != cached.ident[:2] or ident[2] <= end:
+            return False
+        return os.pread(f.fileno(), len(cached.probe), end - len(cached.probe)) == cached.probe
 
     def _listing(self) -> tuple[bool, list[Path], object]:
         """Whether the active journal exists, the sealed journals, and a token that stays the
@@ -465,24 +526,38 @@ class Index:
 
     def _journal_view(self) -> tuple[list[bytes], list[CDXJRecord], object]:
         """Sorted unique lines of all journals (active first, then sealed), their records, and
-        the directory's token (``_listing``)."""
+        the directory's token (``_listing``).  Lines appended to the active journal since the
+        last view are put into it in their places; any other change makes it anew."""
         has_journal, sealed, token = self._listing()  # (the lock is for the caches, not this)
         if not has_journal and not sealed:
             return [], [], token
         with self._lock:
-            parts = [self._journal(self.journal_path) if has_journal else (None, [])]
+            before = self._journal_cache.get(os.fspath(self.journal_path))
+            active, added = self._journal(self.journal_path) if has_journal else (None, None)
+            parts = [active]
             for path in sealed:  # a sealed journal never changes: read once
                 cached = self._journal_cache.get(os.fspath(path))
-                parts.append(cached if cached is not None else self._journal(path))
-            idents = tuple(ident for ident, _ in parts)
-            if self._view is not None and self._view[0] == idents:
-                return self._view[1], self._view[2], token
-            live = {os.fspath(p) for p in [self.journal_path, *sealed]}
-            for stale in set(self._journal_cache) - live:
-                del self._journal_cache[stale]
-            by_line = {rec.sort_key: rec for _, recs in parts for rec in recs}
-            lines = sorted(by_line)
-            records = [by_line[line] for line in lines]
+                parts.append(cached if cached is not None else self._journal(path)[0])
+            idents = tuple(part.ident if part is not None else None for part in parts)
+            view = self._view
+            if view is not None and view[0] == idents:
+                return view[1], view[2], token
+            if (
+                view is not None
+                and added is not None
+                and before is not None
+                and view[0] == (before.ident, *idents[1:])
+            ):
+                lines, records = _inserted(view[1], view[2], added)
+            else:
+                live = {os.fspath(p) for p in [self.journal_path, *sealed]}
+                for stale in set(self._journal_cache) - live:
+                    del self._journal_cache[stale]
+                by_line = {
+                    rec.sort_key: rec for part in parts if part is not None for rec in part.records
+                }
+                lines = sorted(by_line)
+                records = [by_line[line] for line in lines]
             self._view = (idents, lines, records)
             return lines, records, token
 
@@ -666,6 +741,21 @@ class Index:
         for path in self.files():
             problems += check(path, index=path == self.index_path)
         return problems
+
+
+def _inserted(
+    lines: list[bytes], records: list[CDXJRecord], added: list[CDXJRecord]
+) -> tuple[list[bytes], list[CDXJRecord]]:
+    """Sorted ``lines`` and their ``records`` with ``added`` put in their places (a line there
+    already counts once); new lists, since lookups in other threads may hold the old ones."""
+    lines, records = list(lines), list(records)
+    for rec in added:
+        line = rec.sort_key
+        i = bisect.bisect_left(lines, line)
+        if i == len(lines) or lines[i] != line:
+            lines.insert(i, line)
+            records.insert(i, rec)
+    return lines, records
 
 
 def _settled(mtime_ns: int, now_ns: int) -> bool:

@@ -107,10 +107,12 @@ def _scan(
     problems: list[str] | None,
     journal: bool,
     headers: _Headers | None = None,
+    first_lineno: int = 1,
 ) -> Iterator[tuple[int, CDXJRecord]]:
-    """(lineno, record) for each record line; the state machine behind all readers."""
+    """(lineno, record) for each record line; the state machine behind all readers (a reader
+    that goes on where it stopped passes its ``headers`` and the number of the next line)."""
     headers = headers or _Headers(source)
-    for lineno, raw in enumerate(f, 1):
+    for lineno, raw in enumerate(f, first_lineno):
         if raw.endswith(b"\n"):
             line = raw[:-1]
         elif journal:
