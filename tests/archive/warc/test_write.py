@@ -3,6 +3,7 @@ bounded memory."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import os
@@ -313,3 +314,73 @@ def test_a_member_is_gzip_that_zlib_reads_back_whoever_deflates(monkeypatch, use
         assert len(member) > len(data)  # stored blocks
     elif data.startswith(b"<p>"):
         assert len(member) < len(data) // 10
+
+
+# ---------------------------------------------------------------------------------------------
+# known_end: where the caller knows the file's whole members end
+
+
+def _exchange(body: bytes, seconds: int) -> list[W.PendingRecord]:
+    return W.build_exchange(
+        target_uri=URI,
+        archive_key=KEY,
+        request=W.HTTPRequest("GET", [("Host", "example.com")]),
+        response=W.HTTPResponse(200, "OK", [("Content-Type", "text/plain")], body),
+        date=T0 + timedelta(seconds=seconds),
+    )
+
+
+def _end(path, offset: int | None = None) -> W.FileEnd:  # noqa: ANN001
+    st = path.stat()
+    return (st.st_dev, st.st_ino, st.st_size if offset is None else offset)
+
+
+def _damage_first_member(path) -> None:  # noqa: ANN001
+    data = bytearray(path.read_bytes())
+    data[30:38] = b"\xff" * 8  # inside the first member's deflate stream
+    path.write_bytes(bytes(data))
+
+
+def _torn(n: int = 4000) -> bytes:
+    whole = gzip.compress(b"WARC/1.1\r\nWARC-Type: response\r\n" + os.urandom(n))
+    return whole[: len(whole) // 2]
+
+
+KNOWN_END_CASES = [
+    # (what the caller says, what is after the known end, the records that must remain)
+    ("the file's end", "nothing", "damaged first member left in place"),
+    ("the file's end", "torn", "torn tail cut at the known end"),
+    ("inside a member", "torn", "judged from the start: torn tail cut, nothing else"),
+    ("another file's", "torn", "judged from the start: torn tail cut, nothing else"),
+]
+
+
+@pytest.mark.parametrize(("said", "after", "outcome"), KNOWN_END_CASES)
+def test_an_append_frames_only_what_follows_the_known_end(tmp_path, said, after, outcome):
+    """A page with many captures: the append frames only the members after the end its caller
+    knows (the end of its newest indexed record), not every member from the start; a wrong
+    guess costs a full framing, never a byte."""
+    path = tmp_path / "k.warc.gz"
+    W.append_exchange(path, _exchange(b"first " * 50, 0))
+    second = W.append_exchange(path, _exchange(b"second", 1))
+    end = second[-1].offset + second[-1].length
+    if outcome.startswith("damaged"):
+        _damage_first_member(path)  # a full framing would stop there and move the rest aside
+    known = {"the file's end": _end(path), "inside a member": _end(path, second[-1].offset + 7)}
+    if after == "torn":
+        with path.open("ab") as f:
+            f.write(_torn())
+    # another file (one since replaced) that ended where this one ends now, torn tail and all
+    known["another file's"] = (0, 0, path.stat().st_size)
+    known = known[said]
+    third = W.append_exchange(path, _exchange(b"third", 2), known_end=known)
+    assert third[0].offset == end
+    assert path.stat().st_size == third[-1].offset + third[-1].length
+    assert not list(tmp_path.glob("*.corrupt-*"))
+    if outcome.startswith("damaged"):
+        assert W.read_record_at(path, third[-1].offset).payload_length == 5
+        assert W.read_record_at(path, second[-1].offset).payload_length == 6
+    else:
+        stored, problems = file_records(path)
+        assert problems == [] and len(stored) == 6
+        assert warcio_check(path) == 6

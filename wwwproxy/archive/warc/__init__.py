@@ -34,6 +34,7 @@ from .read import (
     read_record_at,
     read_records,
     resolve_payload,
+    response_at,
 )
 from .record import (
     ARCHIVE_KEY_HEADER,
@@ -47,7 +48,7 @@ from .record import (
     parse_warc_date,
     sha1_base32,
 )
-from .write import COMPRESS_LEVEL, append_exchange, repair_file
+from .write import COMPRESS_LEVEL, FileEnd, append_exchange, repair_file
 
 __all__ = [
     "ARCHIVE_KEY_HEADER",
@@ -55,6 +56,7 @@ __all__ = [
     "ORIG_HEADER_PREFIX",
     "REVISIT_PROFILE",
     "CachedResponse",
+    "FileEnd",
     "HTTPRequest",
     "HTTPResponse",
     "PendingRecord",
@@ -74,6 +76,7 @@ __all__ = [
     "read_record_at",
     "read_records",
     "resolve_payload",
+    "response_at",
     "sanitize_headers",
     "sha1_base32",
 ]

@@ -53,6 +53,7 @@ __all__ = [
     "read_record_at",
     "read_records",
     "resolve_payload",
+    "response_at",
 ]
 
 log = logging.getLogger(__package__)  # the logger of the whole WARC layer, as before the split
@@ -246,11 +247,17 @@ class _Member:
 
 
 def _scan(
-    fh: BinaryIO, path: str | os.PathLike[str], *, parse: bool = True, verify: bool = True
+    fh: BinaryIO,
+    path: str | os.PathLike[str],
+    *,
+    parse: bool = True,
+    verify: bool = True,
+    start: int = 0,
 ) -> Iterator[StoredRecord | _Member | WARCFormatError]:
-    """Walk the members from the start; a torn or corrupt one ends the walk (yielded last)."""
+    """Walk the members from ``start`` (a member's first byte: by default the file's); a torn
+    or corrupt one ends the walk (yielded last)."""
     path = os.fspath(path)
-    offset = 0
+    offset = start
     while True:
         fh.seek(offset)
         if not fh.read(1):
@@ -303,20 +310,21 @@ def read_records(
 
 def read_record_at(path: str | os.PathLike[str], offset: int) -> StoredRecord:
     """Read and verify the one record at ``offset`` (an index ``ref``); WARCFormatError if bad."""
-    spath = os.fspath(path)
     with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if not 0 <= offset < size:
-            raise WARCFormatError(
-                spath, offset, f"offset outside the file ({size} bytes)", "record"
-            )
-        reader = _MemberReader(_inflate(fh, spath, offset))
-        try:
-            fields = _parse_member(reader, spath, offset, True)
-        except _RecordError as bad:
-            raise WARCFormatError(spath, offset, str(bad), "record") from None
-        assert reader.member_length is not None
-        return StoredRecord(length=reader.member_length, **fields)
+        return _record_at(fh, os.fspath(path), offset)
+
+
+def _record_at(fh: BinaryIO, spath: str, offset: int) -> StoredRecord:
+    size = os.fstat(fh.fileno()).st_size
+    if not 0 <= offset < size:
+        raise WARCFormatError(spath, offset, f"offset outside the file ({size} bytes)", "record")
+    reader = _MemberReader(_inflate(fh, spath, offset))
+    try:
+        fields = _parse_member(reader, spath, offset, True)
+    except _RecordError as bad:
+        raise WARCFormatError(spath, offset, str(bad), "record") from None
+    assert reader.member_length is not None
+    return StoredRecord(length=reader.member_length, **fields)
 
 
 class _PayloadReader(io.RawIOBase):
@@ -576,14 +584,24 @@ class _LazyRecords:
         return None
 
 
+def _is_request_of(record: StoredRecord, response: StoredRecord) -> bool:
+    """Is ``record`` the request recorded with ``response`` (linked by WARC-Concurrent-To)?"""
+    return record.rec_type == "request" and (
+        record.record_id in response.concurrent_to or response.record_id in record.concurrent_to
+    )
+
+
+def _is_original_by_id(record: StoredRecord, revisit: StoredRecord) -> bool:
+    """Is ``record`` the response a revisit names by record ID (its payload digest aside)?"""
+    return record.rec_type == "response" and record.record_id == revisit.refers_to
+
+
 def _original(records: _LazyRecords, revisit: StoredRecord) -> StoredRecord | None:
     """:func:`_find_payload`, parsing only what it must: record IDs are unique, so the one
     response a revisit refers to is looked for from the start, where the original usually is."""
     every = range(len(records))
     if revisit.refers_to:
-        by_id = records.first(
-            every, lambda r: r.rec_type == "response" and r.record_id == revisit.refers_to
-        )
+        by_id = records.first(every, lambda r: _is_original_by_id(r, revisit))
         if by_id is not None:
             return by_id if _same_digest(by_id.payload_digest, revisit.payload_digest) else None
     return records.first(
@@ -628,11 +646,45 @@ def _newest(
                 )
             continue
         request = records.first(
-            reversed(range(len(records))),
-            lambda r, rec=rec: (
-                r.rec_type == "request"
-                and (r.record_id in rec.concurrent_to or rec.record_id in r.concurrent_to)
-            ),
+            reversed(range(len(records))), lambda r, rec=rec: _is_request_of(r, rec)
         )
         return CachedResponse(rec, payload, request)
     return None
+
+
+def response_at(
+    path: str | os.PathLike[str],
+    offset: int,
+    *,
+    archive_key: str,
+    request_offset: int,
+    original_offset: int | None = None,
+) -> CachedResponse | None:
+    """The capture whose record an index line puts at ``offset``, read without framing the
+    rest of the file: the request recorded with it is the member that ends where it starts
+    (at ``request_offset``: :func:`append_exchange` writes an exchange's two records
+    together), and a revisit's original is at ``original_offset``.
+
+    Each of the two or three records is read and checked whole; None unless they are exactly
+    what :func:`newest_response` would pair (the record ``archive_key``'s response or revisit,
+    its request beside it, the original with the revisit's ID and payload digest), so that a
+    caller can fall back to it.  A missing file raises FileNotFoundError; damage raises
+    WARCFormatError."""
+    spath = os.fspath(path)
+    with open(path, "rb") as fh:
+        rec = _record_at(fh, spath, offset)
+        if rec.rec_type not in ("response", "revisit") or rec.archive_key != archive_key:
+            return None
+        payload = rec
+        if rec.rec_type == "revisit":
+            if original_offset is None or not rec.refers_to:
+                return None
+            payload = _record_at(fh, spath, original_offset)
+            if not _is_original_by_id(payload, rec) or not _same_digest(
+                payload.payload_digest, rec.payload_digest
+            ):
+                return None
+        request = _record_at(fh, spath, request_offset)
+    if not _is_request_of(request, rec) or request.offset + request.length != offset:
+        return None
+    return CachedResponse(rec, payload, request)

@@ -30,7 +30,7 @@ from .build import PendingRecord
 from .read import _scan
 from .record import _RAW_CHUNK, RecordLocation, WARCFormatError, WARCWriteError
 
-__all__ = ["COMPRESS_LEVEL", "append_exchange", "repair_file"]
+__all__ = ["COMPRESS_LEVEL", "FileEnd", "append_exchange", "repair_file"]
 
 log = logging.getLogger(__package__)  # the logger of the whole WARC layer, as before the split
 
@@ -45,6 +45,9 @@ COMPRESS_LEVEL = 3
 #: level 0 still deflates.
 _ISAL_LEVEL = 2
 _HELD = 256 * 1024  # compressed bytes held before they are written out
+
+#: where a caller knows a cache file's last complete member ends: (st_dev, st_ino, offset)
+FileEnd = tuple[int, int, int]
 
 
 def _deflater(level: int) -> zlib._Compress:
@@ -157,21 +160,40 @@ def repair_file(path: str | os.PathLike[str]) -> int | None:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def _repair_tail(path: Path, fh: BinaryIO) -> int:
+def _framed_end(path: Path, fh: BinaryIO, start: int) -> tuple[int, WARCFormatError | None]:
+    """Where the complete members from ``start`` end, and the torn or corrupt one after them."""
+    end = start
+    for item in _scan(fh, path, parse=False, start=start):
+        if isinstance(item, WARCFormatError):
+            return end, item
+        end = item.offset + item.length
+    return end, None
+
+
+def _repair_tail(path: Path, fh: BinaryIO, known_end: FileEnd | None = None) -> int:
     """Cut whatever follows the last complete gzip member; return the new end of file.
 
     A torn member (the file ends inside it: the record being written when a crash came) is
     discarded. Bytes that are not gzip at all are copied to ``<name>.corrupt-<offset>`` first,
     since they did not come from an interrupted append. Complete members whose record is invalid
     are left in place: framing is intact, readers skip them, and appending after them is safe.
+
+    With ``known_end`` (this file, by device and inode, has complete members up to its offset:
+    the end of its newest indexed record, read and checked by the caller) only what follows it
+    is framed, not every member from the start: a page fetched again and again would cost more
+    with each capture.  Anything amiss after it is judged from the start of the file again, so
+    a wrong guess can cost time, never bytes.
     """
-    end = 0
-    problem: WARCFormatError | None = None
-    for item in _scan(fh, path, parse=False):
-        if isinstance(item, WARCFormatError):
-            problem = item
-            break
-        end = item.offset + item.length
+    st = os.fstat(fh.fileno())
+    problem: WARCFormatError | None
+    if known_end is not None and known_end[:2] == (st.st_dev, st.st_ino):
+        if st.st_size == known_end[2]:
+            return st.st_size
+        if st.st_size > known_end[2]:
+            end, problem = _framed_end(path, fh, known_end[2])
+            if problem is None:
+                return end
+    end, problem = _framed_end(path, fh, 0)
     if problem is None:
         return end
     if problem.torn:
@@ -190,13 +212,15 @@ def append_exchange(
     *,
     compress_level: int = COMPRESS_LEVEL,
     sync: GroupSync | None = None,
+    known_end: FileEnd | None = None,
 ) -> list[RecordLocation]:
     """Append ``records`` (one gzip member each) to the key's file; return offsets and lengths.
 
     Holds an exclusive ``flock`` for the whole append, so appends from threads or processes
     never interleave and never mistake another writer's record in progress for a torn tail.
-    Before writing, a torn tail left by a crash is cut off (see :func:`_repair_tail`) so new
-    records stay readable. Data is durable before returning: fsynced, or with ``sync``, flushed
+    Before writing, a torn tail left by a crash is cut off (see :func:`_repair_tail`, which
+    ``known_end`` spares framing the members before it) so new records stay readable. Data
+    is durable before returning: fsynced, or with ``sync``, flushed
     together with the writes of other threads (:class:`~wwwproxy.fsutil.GroupSync`), after the
     lock is released. If writing or flushing fails, the file is cut back to where it was (when
     nothing was appended after) and :class:`WARCWriteError` (or the OSError) is raised.
@@ -206,7 +230,7 @@ def append_exchange(
     fd, created = _open_locked(path)
     with os.fdopen(fd, "r+b", buffering=0) as fh:
         try:
-            start = _repair_tail(path, fh)
+            start = _repair_tail(path, fh, known_end)
             fh.seek(start)
             members = _Members(fh, compress_level)
             locations: list[RecordLocation] = []
