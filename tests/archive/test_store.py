@@ -666,14 +666,16 @@ def test_a_copy_removed_while_it_is_looked_up_is_no_copy(tmp_path: Path, monkeyp
 
     put(Store(tmp_path / "cache"), "http://example.com/gone", b"body")
     store = Store(tmp_path / "cache", memory_bytes=1 << 20)  # as serve has it; empty yet
-    found_then_removed = store_module.newest_response
+    # found through the index (response_at), or by reading the file (newest_response)
+    for name in ("response_at", "newest_response"):
+        found_then_removed = getattr(store_module, name)
 
-    def then_removed(path, **kwargs):  # noqa: ANN001, ANN202
-        found = found_then_removed(path, **kwargs)
-        Path(path).unlink()
-        return found
+        def then_removed(path, *args, _found=found_then_removed, **kwargs):  # noqa: ANN001, ANN202
+            found = _found(path, *args, **kwargs)
+            Path(path).unlink(missing_ok=True)
+            return found
 
-    monkeypatch.setattr(store_module, "newest_response", then_removed)
+        monkeypatch.setattr(store_module, name, then_removed)
     assert store.get(canonicalize("http://example.com/gone")) is None
 
 
@@ -706,3 +708,138 @@ def test_absent_says_whether_a_key_has_no_copy_at_all(tmp_path: Path) -> None:
     assert not store.absent(url, post_key)
     assert store.delete(url)
     assert store.absent(url, url.file) and not store.absent(url, post_key)
+
+
+# ---------------------------------------------------------------------------------------------
+# A page fetched again and again: its newest capture found through the index
+
+
+def _reference(path: Path, key: str, prefer_good: bool):  # noqa: ANN202
+    """What reading the whole file finds (the lookup before the index was used), as
+    (response, original, request) offsets."""
+    from wwwproxy.archive import store as store_module
+
+    for accept in (
+        (store_module._good, store_module._servable) if prefer_good else (store_module._servable,)
+    ):
+        found = store_module.newest_response(path, archive_key=key, accept=accept)
+        if found is not None:
+            return (found.response.offset, found.payload_record.offset, found.request.offset)
+    return None
+
+
+def _places(entry) -> tuple[int, int, int] | None:  # noqa: ANN001
+    if entry is None:
+        return None
+    cached = entry._cached
+    return (cached.response.offset, cached.payload_record.offset, cached.request.offset)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_many_captures_are_found_through_the_index_as_the_file_would_say(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Captures of one page (200s, 404s, 503s, 304s; bodies seen before, so revisits of
+    older originals; Vary): after each, a lookup and a capture find the newest copy from its
+    index line, never reading the whole file, and it is the copy reading the whole file
+    finds."""
+    import random
+
+    from wwwproxy.archive import store as store_module
+
+    rng = random.Random(seed)
+    root = tmp_path / "cache"
+    for n in range(rng.randrange(3, 30)):
+        status = rng.choice([200, 200, 200, 404, 503, 304])
+        body = rng.choice([b"one", b"two", b"three " * 100]) if status != 304 else b""
+        headers = [("Vary", "Accept-Encoding")] if rng.random() < 0.5 else None
+        with monkeypatch.context() as m:
+            if n:  # every capture but the first (no file yet) decides from the index
+                m.setattr(store_module, "newest_response", _whole_file_read)
+            url, key, _ = put(
+                Store(root), "http://example.com/p", body, status=status, headers=headers,
+                date=T0 + timedelta(seconds=n),
+            )  # fmt: skip
+        path = Store(root).path_for(url, key)
+        expected = {pg: _reference(path, key, pg) for pg in (True, False)}
+        with monkeypatch.context() as m:
+            m.setattr(store_module, "newest_response", _whole_file_read)
+            for prefer_good in (True, False):
+                got = Store(root).get(url, key, prefer_good=prefer_good)
+                assert _places(got) == expected[prefer_good], (n, prefer_good)
+    assert Store(root).check_index() == []
+    assert len(warcio_records(path)) == 2 * (n + 1)
+
+
+def _whole_file_read(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    raise AssertionError("the whole file was read")
+
+
+def test_a_capture_whose_line_is_missing_is_still_served(tmp_path: Path) -> None:
+    """A crash after a record was written but before its index line: the index no longer
+    stands for the file (bytes after its newest line), so the file is read, and the newest
+    copy is served and the next capture is appended after it."""
+    from wwwproxy.archive.warc import HTTPRequest, HTTPResponse, append_exchange, build_exchange
+
+    root = tmp_path / "cache"
+    url, key, _ = put(Store(root), "http://example.com/p", b"first")
+    path = Store(root).path_for(url, key)
+    records = build_exchange(
+        target_uri=url.canonical,
+        archive_key=key,
+        request=HTTPRequest("GET", [("Host", "example.com")]),
+        response=HTTPResponse(200, "OK", [("Content-Type", "text/plain")], b"unindexed"),
+        date=T0 + timedelta(seconds=1),
+    )
+    append_exchange(path, records)  # written, never indexed
+    assert Store(root).get(url).read_body() == b"unindexed"
+    put(Store(root), "http://example.com/p", b"unindexed", date=T0 + timedelta(seconds=2))
+    entry = Store(root).get(url)
+    assert entry.read_body() == b"unindexed" and entry._cached.is_revisit
+    assert [r[0] for r in warcio_records(path)] == ["request", "response"] * 2 + [
+        "request",
+        "revisit",
+    ]
+
+
+def test_a_torn_tail_after_the_indexed_records_is_cut_before_the_next_capture(
+    tmp_path: Path,
+) -> None:
+    """``kill -9`` in the middle of an append: the next capture cuts the torn bytes off and
+    appends after the last whole record, and every record is read back whole."""
+    import gzip
+
+    root = tmp_path / "cache"
+    url, key, _ = put(Store(root), "http://example.com/p", b"first")
+    path = Store(root).path_for(url, key)
+    torn = gzip.compress(b"WARC/1.1\r\nWARC-Type: request\r\n" + b"x" * 5000)
+    with path.open("ab") as f:
+        f.write(torn[: len(torn) // 2])
+    put(Store(root), "http://example.com/p", b"second", date=T0 + timedelta(seconds=1))
+    assert [r[3] for r in warcio_records(path) if r[0] == "response"] == [b"first", b"second"]
+    assert Store(root).check_index() == []
+    assert Store(root).get(url).read_body() == b"second"
+
+
+def test_damage_in_an_old_capture_does_not_hide_the_newer_ones(tmp_path: Path) -> None:
+    """Bytes of an old capture damaged on disk: the newest copy is found through its index line
+    and served, and the next capture is appended after it (reading the file from its start
+    stops at the damage: the newer captures were not found, and the next append moved them
+    all to a side file)."""
+    root = tmp_path / "cache"
+    for n, body in enumerate([b"old " * 200, b"middle", b"newest"]):
+        url, key, lines = put(
+            Store(root), "http://example.com/p", body, date=T0 + timedelta(seconds=n)
+        )
+        if n == 0:
+            damaged_at = lines[0].warcfile[1] + 40  # inside the first response's member
+    path = Store(root).path_for(url, key)
+    data = bytearray(path.read_bytes())
+    data[damaged_at : damaged_at + 8] = b"\xff" * 8
+    path.write_bytes(bytes(data))
+    assert Store(root).get(url).read_body() == b"newest"
+    put(Store(root), "http://example.com/p", b"after", date=T0 + timedelta(seconds=3))
+    assert Store(root).get(url).read_body() == b"after"
+    assert not list(path.parent.glob("*.corrupt-*"))
+    store = Store(root)
+    assert [store.get_at(line).payload_length for line in store.captures(key)[1:]] == [6, 6, 5]

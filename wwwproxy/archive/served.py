@@ -5,10 +5,11 @@ store's writing, deleting and index upkeep."""
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import io
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, BinaryIO
@@ -17,12 +18,17 @@ from ..http.policy import Stored, is_good, is_servable, vary_names
 from .cdxj import CDXJRecord
 from .warc import CachedResponse
 
-__all__ = ["CachedEntry", "served_record"]
+__all__ = ["CachedEntry", "CapturePlace", "NotPlaced", "place_served", "served_record"]
 
 
 def _line_status(record: CDXJRecord) -> int:
     status = record.fields.get("hsc")
     return status if isinstance(status, int) and not isinstance(status, bool) else 200
+
+
+def _status_tests(prefer_good: bool) -> tuple[Callable[[int], bool], ...]:
+    """What a served capture's status must pass, tried in turn: keep-the-good-copy first."""
+    return (is_good, is_servable) if prefer_good else (is_servable,)
 
 
 def served_record(records: Iterable[CDXJRecord], *, prefer_good: bool = True) -> CDXJRecord | None:
@@ -32,8 +38,7 @@ def served_record(records: Iterable[CDXJRecord], *, prefer_good: bool = True) ->
     the resource).  None when no capture can be served.  What the index and history pages show
     as a page's status."""
     lines = sorted(records, key=lambda r: r.timestamp)
-    tests = (is_good, is_servable) if prefer_good else (is_servable,)
-    for test in tests:
+    for test in _status_tests(prefer_good):
         for record in reversed(lines):
             if test(_line_status(record)):
                 return record
@@ -123,3 +128,104 @@ class CachedEntry:
             request_method=request.method if request is not None else None,
             _cached=cached,
         )
+
+
+class NotPlaced(Exception):
+    """The index lines cannot stand for the cache file: it must be read."""
+
+
+@dataclass(frozen=True)
+class CapturePlace:
+    """Where a served capture's records are in its cache file."""
+
+    #: the response or revisit
+    offset: int
+    #: its request: an exchange's two records are written together, request first, so it
+    #: starts where the capture before it ends (the file's start, for the first)
+    request_offset: int
+    #: a revisit's original (its line found by the revisit's ``roi`` and ``rod``), None if it
+    #: has none in the file
+    original_offset: int | None
+
+
+class _FileLines:
+    """One key's index lines that point into one cache file, newest first, each read (its
+    JSON block) only when the walk reaches it."""
+
+    def __init__(self, lines: Sequence[CDXJRecord], key: str, name: str) -> None:
+        self.lines, self.key, self.name = lines, key, name
+        self._next = len(lines) - 1
+        self.walked: list[tuple[int, int, CDXJRecord]] = []  # (offset, end, line), newest first
+
+    def place(self, line: CDXJRecord) -> tuple[int, int] | None:
+        """Where ``line``'s record is, if it is this key's in this file."""
+        ref = line.warcfile
+        if ref is None or ref[0] != self.name or line.uri != self.key:
+            return None
+        length = line.fields.get("rle")
+        if not isinstance(length, int) or isinstance(length, bool):
+            raise NotPlaced  # a line from before lengths were indexed
+        return ref[1], ref[1] + length
+
+    def at(self, i: int) -> tuple[int, int, CDXJRecord] | None:
+        """The ``i``-th newest of them (None: there are not so many)."""
+        while len(self.walked) <= i and self._next >= 0:
+            line = self.lines[self._next]
+            self._next -= 1
+            place = self.place(line)
+            if place is None:
+                continue
+            if self.walked and place[1] > self.walked[-1][0]:
+                raise NotPlaced  # not in the file's order: appended with an older date
+            self.walked.append((*place, line))
+        return self.walked[i] if i < len(self.walked) else None
+
+
+def place_served(
+    lines: Sequence[CDXJRecord], *, key: str, name: str, size: int, prefer_good: bool = True
+) -> CapturePlace | None:
+    """Where the capture :meth:`Store.get` serves is in the cache file ``name`` (``size``
+    bytes), found from ``key``'s index ``lines`` (sorted, as the index gives them): the one
+    :func:`served_record` chooses among the lines into that file.  None: none can be served.
+
+    Only the lines from the newest back to the chosen one (and one more) are read, and a
+    revisit's original is looked up by its date, so the cost does not grow with the captures
+    a page has.  Raises :class:`NotPlaced` when the lines cannot stand for the file: its
+    newest capture has no line or does not end where the file does (a crash between a record
+    and its line, an append whose line is not written yet, a file changed behind the index),
+    a line lacks its length, or the lines' time order is not the file's order.  A line
+    missing between others (such a crash, then another capture) goes unseen until ``index
+    rebuild`` restores it."""
+    mine = _FileLines(lines, key, name)
+    newest = mine.at(0)
+    if newest is None or newest[1] != size:
+        raise NotPlaced
+    for test in _status_tests(prefer_good):
+        i = 0
+        while (walked := mine.at(i)) is not None:
+            offset, _, chosen = walked
+            if test(_line_status(chosen)):
+                before = mine.at(i + 1)
+                return CapturePlace(
+                    offset,
+                    before[1] if before is not None else 0,
+                    _original(mine, chosen) if chosen.record_type == "revisit" else None,
+                )
+            i += 1
+    return None
+
+
+def _original(mine: _FileLines, revisit: CDXJRecord) -> int | None:
+    """Where the response a revisit line names (``roi``, recorded at ``rod``) is."""
+    rid, when = revisit.fields.get("roi"), revisit.fields.get("rod")
+    if not rid or not isinstance(when, str):
+        return None
+    lines = mine.lines
+    i = bisect.bisect_left(lines, when, key=lambda line: line.timestamp)
+    while i < len(lines) and lines[i].timestamp == when:
+        line = lines[i]
+        if line.record_type == "response" and line.fields.get("rid") == rid:
+            place = mine.place(line)
+            return place[0] if place is not None else None
+        i += 1
+    return None
