@@ -78,3 +78,24 @@ _B32 = base64.b32encode(_RAW).decode()
 )
 def test_sha1_base32_is_the_cdxj_sha_field(digest, expected):
     assert W.sha1_base32(digest) == expected
+
+
+def test_digests_decode_as_base64_would_decode_them() -> None:
+    """The quick path for ``sha1:`` + 32 base32 digits gives what ``base64.b32decode`` gives,
+    and every other form still decodes (or is refused) as before."""
+    import random
+
+    from wwwproxy.archive.warc.record import _decode_digest
+
+    rng = random.Random(5)
+    for _ in range(2000):
+        raw = rng.randbytes(20)
+        text = base64.b32encode(raw).decode()
+        assert _decode_digest("sha1:" + text) == ("sha1", raw)
+        assert _decode_digest("SHA-1: " + text.lower()) == ("sha1", raw)  # casefold, spaces
+        assert _decode_digest("sha1:" + raw.hex()) == ("sha1", raw)
+        assert _decode_digest("sha1:" + base64.b64encode(raw).decode()) == ("sha1", raw)
+    sha256 = hashlib.sha256(b"x").digest()
+    assert _decode_digest("sha256:" + base64.b32encode(sha256).decode()) == ("sha256", sha256)
+    for bad in ("sha1:" + "0" * 32, "sha1:" + "A" * 31, "sha1:" + "A" * 33, "sha1:", "md9:AAAA"):
+        assert _decode_digest(bad) is None, bad

@@ -112,13 +112,26 @@ def parse_warc_date(value: str) -> datetime:
         raise ValueError(f"not a valid WARC-Date: {value!r} ({exc})") from None
 
 
+#: RFC 4648 base32's digits as the digits of ``int(text, 32)``
+_BASE32_AS_INT = str.maketrans(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", "0123456789abcdefghijklmnopqrstuv"
+)
+_SHA1_BASE32 = re.compile(r"[A-Z2-7]{32}")
+
+
 def _decode_digest(value: str | None) -> tuple[str, bytes] | None:
-    """``algo:value`` (base32, hex or base64, as WARC writers use) to (hashlib name, raw)."""
+    """``algo:value`` (base32, hex or base64, as WARC writers use) to (hashlib name, raw).
+
+    The form every record of ours has (``sha1:`` and 32 base32 digits) is decoded as one base
+    32 number: ``base64.b32decode`` is written in Python and took 9 µs, and a disk hit checks
+    up to six digests."""
     if not value or ":" not in value:
         return None
     algo, _, text = value.partition(":")
     algo = algo.strip().lower().replace("-", "")
     text = text.strip()
+    if algo == "sha1" and _SHA1_BASE32.fullmatch(text):
+        return algo, int(text.translate(_BASE32_AS_INT), 32).to_bytes(20, "big")
     try:
         size = hashlib.new(algo).digest_size
     except (ValueError, TypeError):
