@@ -3,8 +3,10 @@ key; listeners (:class:`StoreListener`: the full-text search index) hear of ever
 
 Layout (shared/DESIGN.md): ``<root>/<proto>/<host[:port]>/<hash>.warc.gz`` holds one archive
 key's records, newest last; ``<root>/index/`` holds the CDXJ index.  Serving needs no global
-index (URL -> file -> newest record); the index adds time order, prefix ranges and listings, and
-can always be rebuilt from the WARC files.
+index (URL -> file -> newest record), but uses it: the newest lines of a key say where the
+served capture is, so a lookup and a capture read two or three records, not a file that grows
+with every fetch; the file is read whole when the lines cannot stand for it.  The index adds
+time order, prefix ranges and listings, and can always be rebuilt from the WARC files.
 
 A CDXJ ``ref`` is ``warcfile:NAME#OFFSET`` where NAME is the file's own name without its folders,
 as the CDXJ spec's Appendix C asks (``8XdxEfXQ8cgf+gTedREo+g.warc.gz``).  NAME is unique: it is
