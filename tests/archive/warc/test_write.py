@@ -320,16 +320,6 @@ def test_a_member_is_gzip_that_zlib_reads_back_whoever_deflates(monkeypatch, use
 # known_end: where the caller knows the file's whole members end
 
 
-def _exchange(body: bytes, seconds: int) -> list[W.PendingRecord]:
-    return W.build_exchange(
-        target_uri=URI,
-        archive_key=KEY,
-        request=W.HTTPRequest("GET", [("Host", "example.com")]),
-        response=W.HTTPResponse(200, "OK", [("Content-Type", "text/plain")], body),
-        date=T0 + timedelta(seconds=seconds),
-    )
-
-
 def _end(path, offset: int | None = None) -> W.FileEnd:  # noqa: ANN001
     st = path.stat()
     return (st.st_dev, st.st_ino, st.st_size if offset is None else offset)
@@ -361,8 +351,8 @@ def test_an_append_frames_only_what_follows_the_known_end(tmp_path, said, after,
     knows (the end of its newest indexed record), not every member from the start; a wrong
     guess costs a full framing, never a byte."""
     path = tmp_path / "k.warc.gz"
-    W.append_exchange(path, _exchange(b"first " * 50, 0))
-    second = W.append_exchange(path, _exchange(b"second", 1))
+    W.append_exchange(path, _exchange(b"first " * 50))
+    second = W.append_exchange(path, _exchange(b"second"))
     end = second[-1].offset + second[-1].length
     if outcome.startswith("damaged"):
         _damage_first_member(path)  # a full framing would stop there and move the rest aside
@@ -373,7 +363,7 @@ def test_an_append_frames_only_what_follows_the_known_end(tmp_path, said, after,
     # another file (one since replaced) that ended where this one ends now, torn tail and all
     known["another file's"] = (0, 0, path.stat().st_size)
     known = known[said]
-    third = W.append_exchange(path, _exchange(b"third", 2), known_end=known)
+    third = W.append_exchange(path, _exchange(b"third"), known_end=known)
     assert third[0].offset == end
     assert path.stat().st_size == third[-1].offset + third[-1].length
     assert not list(tmp_path.glob("*.corrupt-*"))
