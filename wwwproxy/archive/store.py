@@ -195,11 +195,7 @@ class Store:
     ) -> list[CDXJRecord]:
         """Append one exchange (a revisit if the payload is the newest one's) and index it."""
         path = self.path_for(url, key)
-        found = self._indexed(path, key, prefer_good=False)
-        if found is not None:
-            newest, known_end = found
-        else:
-            newest, known_end = newest_response(path, archive_key=key, accept=_servable), None
+        newest, known_end = self._newest(path, key, prefer_good=False)
         records = build_exchange(
             target_uri=url.canonical,
             archive_key=key,
@@ -265,19 +261,7 @@ class Store:
             if entry is not None:
                 return entry
             before = stamp(path)
-        problems: list[WARCFormatError] = []
-        found = self._indexed(path, key, prefer_good=prefer_good) if at is None else None
-        if found is not None:
-            cached = found[0]
-        else:
-            for accept in (_good, _servable) if prefer_good else (_servable,):
-                cached = newest_response(
-                    path, archive_key=key, accept=accept, at_or_before=at, problems=problems
-                )
-                if cached is not None:
-                    break
-        for problem in problems:
-            log.warning("%s", problem)
+        cached, _ = self._newest(path, key, prefer_good=prefer_good, at=at)
         if cached is None:
             return None
         entry = CachedEntry.from_cached(key, cached)
@@ -291,6 +275,28 @@ class Store:
             else:
                 self.located.put(key, prefer_good, entry, path, before)
         return entry
+
+    def _newest(
+        self, path: Path, key: str, *, prefer_good: bool, at: datetime | None = None
+    ) -> tuple[CachedResponse | None, FileEnd | None]:
+        """The capture :meth:`get` serves from ``path`` (None: none can be served) and, when
+        the index stood for the file, where its complete members end: through the index
+        (:meth:`_indexed`) when it can, else by reading the whole file (damage it meets is
+        logged)."""
+        found = self._indexed(path, key, prefer_good=prefer_good) if at is None else None
+        if found is not None:
+            return found
+        problems: list[WARCFormatError] = []
+        cached = None
+        for accept in (_good, _servable) if prefer_good else (_servable,):
+            cached = newest_response(
+                path, archive_key=key, accept=accept, at_or_before=at, problems=problems
+            )
+            if cached is not None:
+                break
+        for problem in problems:
+            log.warning("%s", problem)
+        return cached, None
 
     def _indexed(
         self, path: Path, key: str, *, prefer_good: bool
