@@ -159,3 +159,94 @@ def test_a_copy_not_kept_in_memory_is_located_once_not_scanned_per_hit(
         assert f.read(1) == b"y"
     store.delete(url)
     assert store.get(url, key) is None
+
+
+REQUEST_HEAD = [
+    ("Host", "example.com"),
+    ("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/156.0 Safari/537.36"),
+    ("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"),
+    ("Accept-Language", "en-US,en;q=0.9"),
+    ("Accept-Encoding", "gzip, deflate, br"),
+    ("Referer", "http://example.com/"),
+    ("Sec-Fetch-Mode", "navigate"),
+    ("Connection", "keep-alive"),
+]
+RESPONSE_HEAD = [
+    ("Content-Type", "text/html; charset=utf-8"),
+    ("Server", "nginx/1.22"),
+    ("Last-Modified", "Mon, 23 Nov 2026 10:00:00 GMT"),
+    ("ETag", '"5f3a-12ab"'),
+    ("Cache-Control", "max-age=3600"),
+    ("Vary", "Accept-Encoding, Accept-Language"),
+    ("X-Frame-Options", "SAMEORIGIN"),
+    ("Strict-Transport-Security", "max-age=63072000"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "same-origin"),
+]
+
+
+def _record(store: Store, url_text: str, body: bytes) -> tuple:
+    from wwwproxy.url import canonicalize
+    from wwwproxy.url.requestkey import request_key
+
+    url = canonicalize(url_text)
+    key = request_key(url.file, "GET", None, b"")
+    rec = store.recorder(
+        url, key, method="GET", request_headers=REQUEST_HEAD, request_body=b"", date=T0
+    )
+    rec.write(body)
+    rec.finish(200, "OK", [*RESPONSE_HEAD, ("Content-Length", str(len(body)))])
+    return url, key
+
+
+def test_a_copy_in_memory_keeps_its_answer_not_the_records_it_was_read_from(
+    tmp_path: Path,
+) -> None:
+    """A hit reads the answer's status, headers and body, and of the recorded request only what
+    Vary and the credential check compare: the records' WARC headers and the rest of the
+    request are let go, and every decision stays as it was."""
+    store = hot_store(tmp_path)
+    url, key = _record(store, URL, b"<p>hello</p>")
+    from_disk = store.get(url, key, keep=False)
+    kept = store.get(url, key)
+    assert kept is not None and from_disk is not None and kept is not from_disk
+    assert kept._cached is None and kept.body == b"<p>hello</p>"
+    assert kept.request_headers == (  # the two its Vary names
+        ("Accept-Language", "en-US,en;q=0.9"),
+        ("Accept-Encoding", "gzip, deflate, br"),
+    )
+    for name in ("status", "reason", "headers", "date", "payload_length", "record_id", "vary"):
+        assert getattr(kept, name) == getattr(from_disk, name), name
+    with kept.open_body() as f:
+        assert f.read() == from_disk.read_body()
+    assert store.lookup_hot(url, key, [("Accept-Language", "en-US,en;q=0.9")]) is kept
+    assert store.lookup_hot(url, key, [("Accept-Language", "fr")]) is None
+    with pytest.raises(ValueError, match="in memory"):
+        kept.request_body()
+
+
+def test_copies_in_memory_hold_little_besides_their_bodies(tmp_path: Path) -> None:
+    """Thousands of copies come and go in memory; each held its three records (WARC headers,
+    HTTP heads, the whole request: about 12 KB of small objects with these heads) until they
+    were let go, and that churn spread over the allocator's pools made a long run's memory
+    creep. What is left is the answer's own headers and the entry (about 3 KB)."""
+    import gc
+    import tracemalloc
+
+    store = hot_store(tmp_path, mib=64)
+    pages = [_record(store, f"http://example.com/p{i}", b"<p>%d</p>" % i * 100) for i in range(200)]
+    for url, key in pages:  # the index lines read once, as a running proxy has them
+        store.get(url, key, keep=False)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for url, key in pages:
+            store.get(url, key)
+        gc.collect()
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(store.memory) == len(pages)
+    bodies = sum(len(hot.entry.body) for hot in store.memory._items.values())
+    per_entry = (held - bodies) / len(pages)
+    assert per_entry < 5000, f"{per_entry:.0f} bytes an entry besides its body"

@@ -43,6 +43,7 @@ from wwwproxy.http.policy import (
     recorded_request_headers,
     replay_headers,
     request_directives,
+    request_headers_for_reuse,
     revalidation_headers,
     timeless,
     vary_matches,
@@ -1104,6 +1105,63 @@ def test_a_digest_made_with_another_key_never_admits():
     check = credential_check(PUBLIC, _recorded(AUTH_A), OTHER_KEY)
     assert check.needed == {"authorization"}
     assert not check.admits(AUTH_A, OTHER_KEY)
+
+
+# --- the recorded request a copy kept in memory holds ----------------------------------------
+
+
+@pytest.mark.parametrize(("stored", "recorded", "request_headers", "expected"), VARY)
+def test_request_headers_for_reuse_keep_every_vary_answer(
+    stored, recorded, request_headers, expected
+):
+    kept = request_headers_for_reuse(stored, recorded or ())  # None: no request recorded
+    assert vary_matches(stored, kept, request_headers) is expected
+    assert set(kept) <= set(recorded or ())
+
+
+@pytest.mark.parametrize("keep", [False, True], ids=["digests", "record_credentials"])
+@pytest.mark.parametrize(("stored", "fetched_with", "asked_with", "expected"), CREDENTIAL_CASES)
+def test_request_headers_for_reuse_keep_every_credential_answer(
+    stored, fetched_with, asked_with, expected, keep
+):
+    recorded = _recorded(fetched_with, keep)
+    kept = request_headers_for_reuse(stored, recorded)
+    asked = [("Host", "example.com"), ("Accept", "*/*"), *asked_with]
+    assert credential_check(stored, kept, KEY).admits(asked, KEY) is expected
+    assert ("Host", "example.com") not in kept  # what no rule reads is let go
+
+
+_NAMES = st.sampled_from(
+    [
+        "Accept-Language",
+        "accept-language",
+        "Cookie",
+        "Authorization",
+        "X-Mode",
+        "Host",
+        "Accept-Encoding",
+        "User-Agent",
+        CREDENTIALS_HEADER,
+        "wwwproxy-credentials",
+    ]
+)
+_VALUES = st.sampled_from(["en", "fr", "a=1", "a=2", "", "Basic YTph", "gzip", "x"])
+_HEADERS = st.lists(st.tuples(_NAMES, _VALUES), max_size=6)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    vary=st.lists(st.sampled_from(["Accept-Language", "cookie", "X-Mode", "*", "Accept-Encoding"])),
+    other=_HEADERS,
+    fetched_with=_HEADERS,
+    asked=_HEADERS,
+)
+def test_request_headers_for_reuse_decide_as_the_whole_request(vary, other, fetched_with, asked):
+    stored = [("Vary", ", ".join(vary)), *other] if vary else other
+    for recorded in (fetched_with, _recorded(fetched_with), _recorded(fetched_with, True)):
+        kept = request_headers_for_reuse(stored, recorded)
+        assert vary_matches(stored, kept, asked) == vary_matches(stored, recorded, asked)
+        assert credential_check(stored, kept, KEY) == credential_check(stored, recorded, KEY)
 
 
 # --- abort limits ----------------------------------------------------------------------------

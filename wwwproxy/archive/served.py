@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, BinaryIO
 
-from ..http.policy import Stored, is_good, is_servable, vary_names
+from ..http.policy import Stored, is_good, is_servable, request_headers_for_reuse, vary_names
 from .cdxj import CDXJRecord
 from .warc import CachedResponse
 
@@ -58,12 +58,15 @@ class CachedEntry:
     payload_length: int
     record_id: str
     request_method: str | None
-    _cached: CachedResponse
+    #: the records it was read from; None in a copy kept in memory (:meth:`for_memory`)
+    _cached: CachedResponse | None
     #: the payload itself when the entry comes from (or goes into) the memory cache
     body: bytes | None = None
     #: what callers derive from the entry and keep with it (a rendered answer head): it
     #: lives and dies with the entry, and a changed copy is a new entry with an empty memo
     memo: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    #: in a copy kept in memory, the recorded request's headers that still count
+    _request_kept: tuple[tuple[str, str], ...] = ()
 
     @property
     def has_validators(self) -> bool:
@@ -80,28 +83,45 @@ class CachedEntry:
         """What the cache policy judges (made once: a memory entry is judged on every hit)."""
         return Stored(self.date, self.status, self.headers)
 
+    def for_memory(self, body: bytes) -> CachedEntry:
+        """This entry with its body, to keep in memory, without the records it was read
+        from: their WARC headers, HTTP heads and the whole request (about 5 KB of small
+        objects an entry, which a hit never reads) held for thousands of copies coming and
+        going had spread over the allocator's pools.  Only the request headers that decide
+        whether it may serve are kept (:func:`request_headers_for_reuse`)."""
+        kept = request_headers_for_reuse(self.headers, self.request_headers)
+        return dataclasses.replace(self, body=body, _cached=None, _request_kept=kept)
+
+    def _records(self) -> CachedResponse:
+        if self._cached is None:  # only a copy in memory has none, and it has its body
+            raise ValueError(f"{self.key}: a copy kept in memory has no records to read")
+        return self._cached
+
     def open_body(self) -> BinaryIO:
         """The payload as stored (still Content-Encoded as the origin sent it)."""
         if self.body is not None:
             return io.BytesIO(self.body)
-        return self._cached.open_body()
+        return self._records().open_body()
 
     def read_body(self) -> bytes:
         """The whole payload at once (for a body small enough to hold, as a hit's is): one
         read and one inflate, not a stream's per-chunk ones."""
         if self.body is not None:
             return self.body
-        return self._cached.read_body()
+        return self._records().read_body()
 
     @property
     def request_headers(self) -> tuple[tuple[str, str], ...]:
-        """The recorded request's headers (for ``Vary``), empty if it was not recorded."""
+        """The recorded request's headers (for ``Vary`` and the credential check), empty if
+        it was not recorded; in a copy kept in memory, only those that decide these."""
+        if self._cached is None:
+            return self._request_kept
         request = self._cached.request
         return tuple(request.http_headers) if request is not None else ()
 
     def request_body(self) -> bytes:
         """The recorded request's body (to tell apart non-GET requests sharing a key)."""
-        request = self._cached.request
+        request = self._records().request
         if request is None:
             return b""
         from .warc import open_payload

@@ -25,7 +25,6 @@ entry a lookup returns, :class:`CachedEntry`, and :func:`served_record`), :mod:`
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import re
@@ -268,7 +267,7 @@ class Store:
         if hot and keep and before is not None:
             if self.memory.keeps(entry.payload_length):
                 try:
-                    entry = dataclasses.replace(entry, body=entry.read_body())
+                    entry = entry.for_memory(entry.read_body())
                 except FileNotFoundError:  # removed meanwhile (a purge, a delete)
                     return None
                 self.memory.put(key, prefer_good, entry, path, before)

@@ -50,6 +50,7 @@ __all__ = [
     "parse_cache_control",
     "recorded_request_headers",
     "replay_headers",
+    "request_headers_for_reuse",
     "request_directives",
     "revalidation_headers",
     "timeless",
@@ -631,6 +632,18 @@ def credential_check(
     needed |= CREDENTIAL_HEADERS.intersection(vary_names(response_headers))
     recorded = tuple(sorted((n, d) for n, d in tags.items() if n in needed))
     return CredentialCheck(frozenset(needed), recorded)
+
+
+def request_headers_for_reuse(
+    response_headers: Sequence[tuple[str, str]], recorded_request: Sequence[tuple[str, str]]
+) -> tuple[tuple[str, str], ...]:
+    """Of a recorded request's headers, those that decide whether its copy may serve a later
+    request: the ones the response's ``Vary`` names, the credentials and their digests
+    (:func:`vary_matches` and :func:`credential_check` read no others).  What a copy kept in
+    memory holds instead of the whole request: a few hundred bytes fewer of small objects
+    each, which thousands of copies coming and going had spread over the allocator's pools."""
+    wanted = {CREDENTIALS_HEADER.lower(), *CREDENTIAL_HEADERS, *vary_names(response_headers)}
+    return tuple((n, v) for n, v in recorded_request if n.lower() in wanted)
 
 
 # --- a download the browser left --------------------------------------------------------------
