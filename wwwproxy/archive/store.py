@@ -91,7 +91,7 @@ def _good(record: StoredRecord) -> bool:
     return is_good(record.status or 200)
 
 
-LOCATED_BYTES = 4096 * OVERHEAD  # entries kept without bodies (a few KB each)
+LOCATED_BYTES = 4096 * OVERHEAD  # 4,096 entries kept without bodies
 
 
 def _make_private(root: Path) -> None:
