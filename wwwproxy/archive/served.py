@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 
 from ..http.policy import Stored, is_good, is_servable, request_headers_for_reuse, vary_names
 from .cdxj import CDXJRecord
-from .warc import CachedResponse
+from .warc import CachedResponse, StoredRecord
 
 __all__ = ["CachedEntry", "CapturePlace", "NotPlaced", "place_served", "served_record"]
 
@@ -58,14 +58,16 @@ class CachedEntry:
     payload_length: int
     record_id: str
     request_method: str | None
-    #: the records it was read from; None in a copy kept in memory (:meth:`for_memory`)
+    #: where its records are in their file (:meth:`for_location` drops their heads); None in
+    #: a copy kept in memory (:meth:`for_memory`)
     _cached: CachedResponse | None
     #: the payload itself when the entry comes from (or goes into) the memory cache
     body: bytes | None = None
     #: what callers derive from the entry and keep with it (a rendered answer head): it
     #: lives and dies with the entry, and a changed copy is a new entry with an empty memo
     memo: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
-    #: in a copy kept in memory, the recorded request's headers that still count
+    #: the recorded request's headers that decide whether it may serve a request
+    #: (:func:`request_headers_for_reuse`); set by :meth:`from_cached`
     _request_kept: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -87,10 +89,21 @@ class CachedEntry:
         """This entry with its body, to keep in memory, without the records it was read
         from: their WARC headers, HTTP heads and the whole request (about 5 KB of small
         objects an entry, which a hit never reads) held for thousands of copies coming and
-        going had spread over the allocator's pools.  Only the request headers that decide
-        whether it may serve are kept (:func:`request_headers_for_reuse`)."""
-        kept = request_headers_for_reuse(self.headers, self.request_headers)
-        return dataclasses.replace(self, body=body, _cached=None, _request_kept=kept)
+        going had spread over the allocator's pools."""
+        return dataclasses.replace(self, body=body, _cached=None)
+
+    def for_location(self) -> CachedEntry:
+        """This entry to keep without its body (the store's ``located``: where a copy too big
+        for memory is in its file): its records keep their places and lose their heads, which
+        a read of the payload does not need (about 8 KB an entry, 4,096 entries)."""
+        cached = self._records()
+        request = cached.request
+        bare = CachedResponse(
+            response=_bare(cached.response),
+            payload_record=_bare(cached.payload_record),
+            request=_bare(request) if request is not None else None,
+        )
+        return dataclasses.replace(self, body=None, _cached=bare)
 
     def _records(self) -> CachedResponse:
         if self._cached is None:  # only a copy in memory has none, and it has its body
@@ -112,12 +125,9 @@ class CachedEntry:
 
     @property
     def request_headers(self) -> tuple[tuple[str, str], ...]:
-        """The recorded request's headers (for ``Vary`` and the credential check), empty if
-        it was not recorded; in a copy kept in memory, only those that decide these."""
-        if self._cached is None:
-            return self._request_kept
-        request = self._cached.request
-        return tuple(request.http_headers) if request is not None else ()
+        """Of the recorded request's headers, those ``Vary`` and the credential check
+        compare (empty if it was not recorded)."""
+        return self._request_kept
 
     def request_body(self) -> bytes:
         """The recorded request's body (to tell apart non-GET requests sharing a key)."""
@@ -136,18 +146,26 @@ class CachedEntry:
         parts = start.split(" ", 2)
         reason = parts[2] if len(parts) == 3 else ""
         request = cached.request
+        headers = tuple(response.http_headers)
+        recorded = request.http_headers if request is not None else ()
         return cls(
             key=key,
             target_uri=response.target_uri or "",
             status=response.status or 200,
             reason=reason,
-            headers=tuple(response.http_headers),
+            headers=headers,
             date=cached.date,
             payload_length=cached.payload_record.payload_length,
             record_id=response.record_id,
             request_method=request.method if request is not None else None,
             _cached=cached,
+            _request_kept=request_headers_for_reuse(headers, recorded),
         )
+
+
+def _bare(record: StoredRecord) -> StoredRecord:
+    """The record's place in its file without its heads: all a read of its payload needs."""
+    return dataclasses.replace(record, warc_headers=(), http_head=b"", http_headers=())
 
 
 class NotPlaced(Exception):

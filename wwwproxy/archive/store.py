@@ -272,6 +272,7 @@ class Store:
                     return None
                 self.memory.put(key, prefer_good, entry, path, before)
             else:
+                entry = entry.for_location()
                 self.located.put(key, prefer_good, entry, path, before)
         return entry
 
