@@ -27,7 +27,7 @@ __all__ = ["FileStamp", "MemoryCache", "stamp"]
 
 #: bodies larger than this stay on disk (streamed), as Squid's maximum_object_size_in_memory
 MAX_OBJECT = 1024 * 1024
-#: bytes counted per entry besides its body: its headers and the entry itself, about 3.8 KB
+#: bytes counted per entry besides its body: its headers and the entry itself, about 3.5 KB
 #: with a dozen response headers (tests/archive/test_memory.py measures it)
 OVERHEAD = 4096
 
