@@ -156,6 +156,10 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
     proxy = f"http://127.0.0.1:{port}"
     api = {"X-Wwwproxy-Request": "1"}
     tried = failed = crashed = 0
+    #: each failed request: when, what, and why (printed as it happens and at the end)
+    failures: list[str] = []
+    #: mode switches begun so far: a request that overlaps one may be answered in either mode
+    switches = 0
     lost = -1  # not known until the offline check at the end
     answered_online: set[int] = set()
     #: the same, in a list to pick from (a tuple of the set per request made the client
@@ -202,22 +206,34 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
                     url = f"http://127.0.0.1:{oport}/p/{n}"
                     headers = {"Cache-Control": "max-age=0"}
                 tried += 1
-                start = time.monotonic()
+                start, switches_before = time.monotonic(), switches
+                why = ""
                 try:
                     via = None if url.startswith(proxy) else proxy
                     async with session.get(url, proxy=via, headers=headers) as reply:
                         body = await reply.read()
                     window.latencies.append(time.monotonic() - start)
+                    steady = switches == switches_before  # no mode switch while it ran
                     if n >= 0 and reply.status == 200 and body == page(n) and not offline:
                         if n not in answered_online:
                             answered_online.add(n)
                             answered_list.append(n)
-                    elif reply.status >= 500 and not (offline and reply.status == 503):
-                        failed += 1
-                        window.errors += 1
-                except (aiohttp.ClientError, OSError, TimeoutError):
+                    elif reply.status == 503 and (offline or not steady):
+                        pass  # queued while offline, or sent just before going online
+                    elif reply.status >= 500:
+                        why = f"{reply.status} {reply.reason}: {body[:200]!r}"
+                except (aiohttp.ClientError, OSError, TimeoutError) as error:
+                    why = f"{type(error).__name__}: {error}"
+                if why:
                     failed += 1
                     window.errors += 1
+                    failures.append(
+                        f"at {start - started:.1f} s, after {time.monotonic() - start:.2f} s, "
+                        f"{'offline' if offline else 'online'}"
+                        f"{'' if switches == switches_before else ' (mode switched)'}: "
+                        f"GET {url} {headers or ''} -> {why}"
+                    )
+                    print(f"failed {failures[-1]}", flush=True)
 
             async def search_behind() -> int:
                 """Pages recorded that the search index has not taken in yet (-1: unknown):
@@ -230,8 +246,9 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
                     return -1
 
             async def switch(mode: str) -> None:
-                nonlocal offline
+                nonlocal offline, switches
                 offline = mode == "offline"
+                switches += 1
                 async with session.post(
                     f"{proxy}/control/?format=json", data={"mode": mode}, headers=api
                 ) as reply:
@@ -323,6 +340,8 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
         behind = [r[8] for r in rows if r[8] >= 0]
         if behind:
             print(f"search index behind by at most {max(behind)} pages, at the end {behind[-1]}")
+    for failure in failures[:20]:
+        print(f"failed {failure}")
     print(
         f"tried {tried}, failed {failed}, lost {lost if lost >= 0 else '-'}, "
         f"crashed {crashed}, tracebacks in the log {tracebacks}"
