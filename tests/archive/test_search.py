@@ -314,6 +314,50 @@ def test_a_full_queue_never_blocks_recording_and_is_caught_up_from_the_index(sto
     assert index.count() == (10, 10)
 
 
+def test_a_search_waits_for_the_pages_recorded_before_it_not_for_an_empty_queue(store):
+    """While pages keep being recorded the queue is seldom empty: a search (or ``/``'s
+    count) that waited for that took its whole time-out, holding a command pages' thread, and
+    an hour into the soak they piled up until every command page timed out.  Here a job
+    queued after the search began stays unfinished; the search's page is indexed all the
+    same, and the wait ends without its time-out."""
+    store, index = store
+    started, first = threading.Event(), threading.Event()
+    busy_later, go = threading.Event(), threading.Event()
+
+    def block_first():
+        started.set()
+        first.wait(60)
+
+    def block_later():  # queued after the wait began: a page recorded after the search
+        busy_later.set()
+        go.wait(60)
+
+    index._enqueue(block_first)
+    assert started.wait(60)
+    put(store, "http://w.example/", b"<title>W</title>quince", HTML)  # waits in the queue
+    waited: list[bool] = []
+    waiter = threading.Thread(target=lambda: waited.append(index._wait(5.0)))
+    waiter.start()
+    try:
+        for _ in range(6000):  # the waiter has taken its number
+            if index._waiters:
+                break
+            threading.Event().wait(0.01)
+        index._enqueue(block_later)
+        first.set()
+        assert busy_later.wait(60)  # the later job runs (and stays unfinished) ...
+        waiter.join(60)
+        assert waited == [True]  # ... and the wait ended when the page was indexed
+        assert index._pending.unfinished_tasks  # (the queue was not empty)
+        assert index.search("quince").total == 1
+    finally:
+        first.set()
+        go.set()
+        waiter.join(60)
+    assert index.flush(60)  # flush waits for every job, the later one too
+    assert index._pending.unfinished_tasks == 0
+
+
 def test_a_merge_waits_for_a_pause_and_flush_merges_at_once(store, monkeypatch):
     from wwwproxy.archive.search import worker as worker_module
 

@@ -75,6 +75,11 @@ class SearchIndex(IndexWorker, Searcher):
         self._attached: list[Store] = []
         self._pending: queue.Queue[Capture | Callable[[], object]] = queue.Queue()
         self._pending_lock = threading.Lock()
+        #: jobs queued and jobs done, in order (one thread): a wait for the pages recorded
+        #: before it waits for its own number, not for an empty queue (see IndexWorker._wait)
+        self._progress = threading.Condition(self._pending_lock)
+        self._enqueued = 0
+        self._finished = 0
         self._given_bytes = 0  # payloads handed over and waiting in _pending (GIVEN_BUDGET)
         self._worker: threading.Thread | None = None
         self._compact_queued = False

@@ -111,6 +111,9 @@ class IndexWorker:
     _closed: bool
     _waiters: int
     _merge_waiters: int
+    _progress: threading.Condition
+    _enqueued: int
+    _finished: int
     _behind: Store | None
     _texts: TextHelper
 
@@ -141,6 +144,7 @@ class IndexWorker:
                     self._given_bytes -= len(job.given.payload)
             else:
                 self._pending.put(job)
+                self._enqueued += 1
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(
                     target=self._work, name="wwwproxy-search-index", daemon=True
@@ -174,13 +178,22 @@ class IndexWorker:
                     return
                 continue
             jobs = self._collect(job)
-            if any(isinstance(job, Capture) for job in jobs):
+            pages = [job for job in jobs if isinstance(job, Capture)]
+            if pages:
                 self._merge_wanted = True  # before the jobs are done: flush() sees no gap
-            try:
-                self._run(jobs)
-            finally:
-                for _ in jobs:
-                    self._pending.task_done()
+            # the pages, then the job that ended their batch (it came after them): those
+            # waiting for the pages need not wait for it too (a compaction takes long)
+            for part in (pages, [job for job in jobs if not isinstance(job, Capture)]):
+                if not part:
+                    continue
+                try:
+                    self._run(part)
+                finally:
+                    for _ in part:
+                        self._pending.task_done()
+                    with self._progress:
+                        self._finished += len(part)
+                        self._progress.notify_all()
 
     def _collect(self, job: Capture | Callable[[], object]) -> list[Capture | Callable[[], object]]:
         """A batch: the pages waiting, and those coming within :data:`COLLECT` seconds (up to
@@ -345,28 +358,43 @@ class IndexWorker:
         return self._wait(timeout, merged=True)
 
     def _wait(self, timeout: float, *, merged: bool = False) -> bool:
+        """Wait (at most ``timeout`` seconds) until the pages queued before this call are
+        indexed; with ``merged``, until the queue is empty, the pages a full queue left
+        behind are caught up and a due merge is done.  False on time-out.
+
+        A search waits for the pages recorded before it, not for an empty queue: while pages
+        keep being recorded the queue is seldom empty, and a search that waited for that
+        took its whole time-out (2 s), holding one of the command pages' threads; at 30
+        pages recorded a second, an hour into ``bench/soak.py``, they piled up and every
+        command page timed out for a minute."""
         deadline = time.monotonic() + timeout
-        with self._pending_lock:
+        with self._progress:
             self._waiters += 1
             self._merge_waiters += merged
+            target = self._enqueued
         try:
-            if (
-                self._pending.unfinished_tasks
-                or self._behind is not None
-                or (merged and self._merge_wanted)
+            if self._finished < target or (
+                merged and (self._behind is not None or self._merge_wanted)
             ):
                 self._enqueue(_wake)  # the thread may be collecting a batch, or idling
-            while (
-                self._pending.unfinished_tasks
-                or self._behind is not None
-                or (merged and (self._merging or self._merge_wanted))
-            ):
-                if time.monotonic() > deadline:
-                    return False
-                time.sleep(0.01)
+            with self._progress:
+                while self._finished < target or (
+                    merged
+                    and (
+                        self._pending.unfinished_tasks
+                        or self._behind is not None
+                        or self._merging
+                        or self._merge_wanted
+                    )
+                ):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    # the merge flags change without a notice: looked at again soon
+                    self._progress.wait(min(remaining, 0.01) if merged else remaining)
             return True
         finally:
-            with self._pending_lock:
+            with self._progress:
                 self._waiters -= 1
                 self._merge_waiters -= merged
 
