@@ -31,13 +31,31 @@ from ..config import Config
 from ..fsutil import fsync_dir
 from ..http.headers import Headers, add_via, censor, end_to_end, get_header, without_controls
 from ..http.policy import (
-    finish_abandoned,
     merge_not_modified,
     recorded_request_headers,
     revalidation_headers,
     without_conditionals,
 )
 from ..url import URL
+from .tee import (
+    BodyEnded,
+    Chunk,
+    Client,
+    Command,
+    Drop,
+    End,
+    Event,
+    Finish,
+    GoOn,
+    Read,
+    Record,
+    Recorded,
+    Send,
+    Started,
+    Tee,
+    UpstreamFailed,
+    Wrote,
+)
 from .upstream import (
     DIRECT,
     ProxySettings,
@@ -357,11 +375,6 @@ class Engine:
         )
         return Outcome(304, recorded=recorded, not_modified=fresh or cached)
 
-    def _go_on(self, received: int, expected: int | None, limits: dict[str, int | None]) -> bool:
-        """Go on with a download whose browser has left (``finish_on_disconnect`` and its
-        limits: :func:`~wwwproxy.http.policy.finish_abandoned`)?"""
-        return self.finish_on_disconnect and finish_abandoned(received, expected, **limits)
-
     def _recorder(self, exchange: Exchange, record_headers: Headers) -> Recorder | _Unrecorded:
         if not exchange.record:
             return _Unrecorded()
@@ -380,104 +393,103 @@ class Engine:
         upstream: aiohttp.ClientResponse,
         sink: Sink | None,
     ) -> Outcome:
+        """Relay and record the body: the I/O of a :class:`~.tee.Tee`, which decides what goes
+        where (and holds back what completes the body until it is recorded)."""
         raw_headers = decode_headers(upstream.raw_headers)
         version = (upstream.version.major, upstream.version.minor) if upstream.version else (1, 1)
         recorder = self._recorder(exchange, record_headers)
-        client_ok = sink is not None
+        client = Client.NONE
         if sink is not None:
             content = upstream.content
-            client_ok = await sink.start(
+            head_sent = await sink.start(
                 upstream.status,
                 upstream.reason or "",
                 raw_headers,
                 version,
                 body_ready=content.total_bytes > 0 or content.is_eof(),
             )
-        # Every part goes to the browser as it arrives (a page that renders progressively,
-        # server-sent events), but what completes the body in the browser's eyes is held back
-        # until the exchange is recorded: the last byte of a Content-Length body, else the end
-        # of the chunked body or the connection's close.  So whatever the browser has received
-        # in full is in the archive (switching offline right after a page has loaded finds it).
-        expected = content_length(raw_headers)
-        config = self.config()
-        max_kb = config.finish_on_disconnect_max_kb
-        limits = {
-            "max_bytes": max_kb * 1024 if max_kb is not None else None,
-            "percent": config.finish_on_disconnect_percent,
-        }
-        received = 0
-        complete = False
+            client = Client.OPEN if head_sent else Client.GONE
+        tee = Tee(
+            content_length(raw_headers),
+            GoOn.from_config(self.finish_on_disconnect, self.config()),
+            keep=exchange.keep_body,
+        )
+        chunks = upstream.content.iter_chunked(CHUNK)
         failure: BaseException | None = None
-        held = b""
-        keep = exchange.keep_body
-        kept: list[bytes] | None = [] if keep and (expected or 0) <= keep else None
-        try:
-            async for chunk in upstream.content.iter_chunked(CHUNK):
-                recorder.write(chunk)
-                received += len(chunk)
-                if kept is not None:
-                    kept.append(chunk)
-                    if received > keep:
-                        kept = None
-                if expected is not None and received >= expected:
-                    chunk, held = chunk[:-1], held + chunk[-1:]
-                if client_ok and chunk:
+
+        async def carry_out(command: Command) -> Event | None:
+            """Do one command; its reply, if it waits for one."""
+            match command:
+                case Read():
+                    try:
+                        return Chunk(await anext(chunks))
+                    except StopAsyncIteration:
+                        return BodyEnded()
+                case Record(data):
+                    recorder.write(data)
+                case Send(data):
                     assert sink is not None
-                    client_ok = await sink.write(chunk)
-                if (
-                    sink is not None
-                    and not client_ok
-                    and not self._go_on(received, expected, limits)
-                ):
-                    log.info(
-                        "%s: the browser left after %d bytes; not finished",
-                        exchange.url.canonical,
-                        received,
-                    )
-                    break
-            else:
-                complete = True
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            failure = exc
-            log.warning(
-                "upstream body of %s failed: %s", exchange.url.canonical, describe_error(exc)[0]
-            )
-        except BaseException:
-            recorder.abort()
-            raise
-        recorded = False
-        if complete:
+                    return Wrote(await sink.write(data))
+                case Finish():
+                    try:
+                        await asyncio.to_thread(
+                            recorder.finish,
+                            upstream.status,
+                            upstream.reason or "",
+                            raw_headers,
+                            f"HTTP/{version[0]}.{version[1]}",
+                        )
+                    except RECORDING_ERRORS as exc:
+                        self.not_recorded.report(exchange.url.canonical, exc)
+                        return Recorded(ok=False)
+                    return Recorded(ok=True)
+                case Drop(browser_left):
+                    if browser_left:
+                        log.info(
+                            "%s: the browser left after %d bytes; not finished",
+                            exchange.url.canonical,
+                            tee.received,
+                        )
+                    recorder.abort()
+                case End(complete):
+                    assert sink is not None
+                    await sink.end(complete)
+            return None
+
+        commands = tee.feed(Started(client))
+        while commands:
+            reply: Event | None = None
             try:
-                await asyncio.to_thread(
-                    recorder.finish,
-                    upstream.status,
-                    upstream.reason or "",
-                    raw_headers,
-                    f"HTTP/{version[0]}.{version[1]}",
+                for command in commands:
+                    reply = await carry_out(command)
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                if not tee.receiving:
+                    raise
+                failure, reply = exc, UpstreamFailed()
+                log.warning(
+                    "upstream body of %s failed: %s",
+                    exchange.url.canonical,
+                    describe_error(exc)[0],
                 )
-                recorded = exchange.record
-            except RECORDING_ERRORS as exc:
-                self.not_recorded.report(exchange.url.canonical, exc)
-        else:
-            recorder.abort()
-        if sink is not None:
-            if client_ok and held:
-                client_ok = await sink.write(held)
-            if client_ok:
-                await sink.end(complete)
-        elif failure is not None:
-            reason, status = describe_error(failure)
-            raise UpstreamError(exchange.url.canonical, reason, status) from failure
-        elif not recorded and complete and exchange.record:
-            raise StoreError(f"{exchange.url.canonical} was fetched but not recorded")
-        body = b"".join(kept) if kept is not None and complete else None
+            except BaseException:
+                if tee.receiving:
+                    recorder.abort()
+                raise
+            commands = tee.feed(reply) if reply is not None else []
+        recorded = tee.recorded and exchange.record
+        if sink is None:
+            if failure is not None:
+                reason, status = describe_error(failure)
+                raise UpstreamError(exchange.url.canonical, reason, status) from failure
+            if not recorded and tee.complete and exchange.record:
+                raise StoreError(f"{exchange.url.canonical} was fetched but not recorded")
         return Outcome(
             upstream.status,
             recorded=recorded,
-            received=received,
+            received=tee.received,
             reason=upstream.reason or "",
             headers=raw_headers,
-            body=body,
+            body=tee.body,
         )
 
 
