@@ -5,7 +5,7 @@ a stale copy may stand in for an unreachable origin; the validators to revalidat
 a 304 updates it; which headers a replay sends; and which captures may stand for the resource
 (an error page never replaces a good copy).  Freshness itself is :mod:`.freshness`, which copy
 fits which request (Vary, codings, credentials) :mod:`.reuse`, what an unsafe request makes
-stale :mod:`.invalidation`; their names are re-exported here.  The server, the recording
+stale :mod:`.invalidation` (the first two re-exported here).  The server, the recording
 engine and the crawler carry these out; they decide nothing themselves, so the proxy and
 ``wwwproxy fetch`` cannot disagree again.
 """
