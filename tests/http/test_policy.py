@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from wwwproxy.http.headers import get_header
 from wwwproxy.http.policy import (
+    ANY_STALENESS,
     CREDENTIALS_HEADER,
     Action,
     Freshness,
@@ -36,6 +37,7 @@ from wwwproxy.http.policy import (
     is_good,
     is_servable,
     max_age_for,
+    may_serve_stale,
     merge_not_modified,
     not_modified,
     not_modified_headers,
@@ -538,12 +540,12 @@ def test_modes_parse_from_config_strings():
         ("No-Cache", None, RequestDirectives(force=True)),
         ("max-age=0", None, RequestDirectives(max_age=0)),
         ("max-age=0, no-cache", None, RequestDirectives(force=True, max_age=0)),
-        ("no-store, max-age=30", None, RequestDirectives(max_age=30)),  # no-store: no force
-        ("no-store", None, RequestDirectives()),
+        ("no-store, max-age=30", None, RequestDirectives(max_age=30, no_store=True)),  # no force
+        ("no-store", None, RequestDirectives(no_store=True)),
         ('max-age="15"', None, RequestDirectives(max_age=15)),
         ("max-age=5, max-age=10", None, RequestDirectives(max_age=5)),  # first wins
         ("max-age=99999999999", None, RequestDirectives(max_age=2**31)),
-        ("max-stale=10", None, RequestDirectives()),  # not max-age
+        ("max-stale=10", None, RequestDirectives(max_stale=10)),  # not max-age
         ("s-maxage=5", None, RequestDirectives()),
         ("no-cache-please", None, RequestDirectives()),  # not the directive
         ("max-age=abc", None, RequestDirectives()),
@@ -1238,3 +1240,242 @@ def test_a_stored_copy_judged_again_and_again_is_judged_as_the_first_time(
         fresh = Stored(NOW, 200, headers)  # never asked before
         assert is_fresh(stored, when) == is_fresh(fresh, when)
         assert is_fresh(stored, when) == (later + initial < lifetime), later
+
+
+# --- RFC 9111 rows from the public HTTP caching test suite -----------------------------------
+# Each row names the suite test (suite/tests/*.mjs) it stands for; "pause" is the suite's
+# pause_after (about 3 s).
+
+PAUSE = 3
+
+
+def suite_copy(cc: str | None = None, age: float = PAUSE, **kwargs) -> Stored:
+    return copy(age, cc=cc, **kwargs)
+
+
+# stored copy, request directives, shared, request_changed -> online action
+RFC9111 = [
+    (suite_copy(), PLAIN, False, 0, FETCH),  # freshness-none
+    (suite_copy("max-age=3600"), PLAIN, False, 0, SERVE),  # freshness-max-age
+    (suite_copy("max-age=2"), PLAIN, False, 0, FETCH),  # freshness-max-age-stale
+    (suite_copy("max-age=0"), PLAIN, False, 0, FETCH),  # freshness-max-age-0
+    (suite_copy("max-age=2, must-revalidate", validators=True), PLAIN, False, 0, REVAL),
+    (suite_copy("max-age=10000, must-revalidate"), PLAIN, False, 0, SERVE),  # -fresh
+    (suite_copy(extra=(("Expires", http_date(NOW - timedelta(days=30))),)), PLAIN, False, 0, FETCH),
+    # shared caches (RFC 9111 §5.2.2.10, §5.2.2.7)
+    (suite_copy("s-maxage=3600"), PLAIN, True, 0, SERVE),  # freshness-s-maxage-shared
+    (suite_copy("s-maxage=3600"), PLAIN, False, 0, FETCH),
+    (suite_copy("max-age=3600, s-maxage=1"), PLAIN, True, 0, FETCH),  # -shared-longer
+    (suite_copy("max-age=1, s-maxage=3600"), PLAIN, True, 0, SERVE),  # -shared-shorter
+    (suite_copy("s-maxage=3600, max-age=1"), PLAIN, False, 0, FETCH),  # -private
+    (suite_copy("private, max-age=3600"), PLAIN, True, 0, FETCH),  # cc-resp-private-shared
+    (suite_copy("private, max-age=3600", validators=True), PLAIN, True, 0, FETCH),  # not asked
+    (suite_copy("private, max-age=3600"), PLAIN, False, 0, SERVE),  # cc-resp-private-private
+    (suite_copy("private, max-age=3600"), OIC, True, 0, UNAVAIL),  # not for another client
+    # request directives (RFC 9111 §5.2.1)
+    (suite_copy("max-age=100000"), request_directives("max-age=0"), False, 0, FETCH),  # ma0
+    (suite_copy("max-age=100000"), request_directives("max-age=1"), False, 0, FETCH),  # ma1
+    (  # ccreq-magreaterage
+        suite_copy("max-age=100000", extra=(("Age", "1800"),)),
+        request_directives("max-age=600"),
+        False,
+        0,
+        FETCH,
+    ),
+    (suite_copy("max-age=2"), request_directives("max-stale=1000"), False, 0, SERVE),  # max-stale
+    (suite_copy("max-age=2"), request_directives("max-stale"), False, 0, SERVE),  # any staleness
+    (suite_copy("max-age=2"), request_directives("max-stale=0"), False, 0, FETCH),
+    (  # ccreq-max-stale-age
+        suite_copy("max-age=1500", age=0, extra=(("Age", "2000"),)),
+        request_directives("max-stale=1000"),
+        False,
+        0,
+        SERVE,
+    ),
+    (suite_copy("max-age=2, must-revalidate"), request_directives("max-stale"), False, 0, FETCH),
+    (suite_copy("max-age=2, no-cache"), request_directives("max-stale"), False, 0, FETCH),
+    (suite_copy("max-age=2, proxy-revalidate"), request_directives("max-stale"), True, 0, FETCH),
+    (suite_copy("max-age=2, proxy-revalidate"), request_directives("max-stale"), False, 0, SERVE),
+    (suite_copy("s-maxage=2"), request_directives("max-stale"), True, 0, FETCH),
+    (suite_copy("max-age=1500", age=0), request_directives("min-fresh=2000"), False, 0, FETCH),
+    (  # ccreq-min-fresh-age
+        suite_copy("max-age=1500", age=0, extra=(("Age", "1000"),)),
+        request_directives("min-fresh=1000"),
+        False,
+        0,
+        FETCH,
+    ),
+    (suite_copy("max-age=1500", age=0), request_directives("min-fresh=1000"), False, 0, SERVE),
+    (suite_copy("max-age=3600"), request_directives("no-cache"), False, 0, FETCH),  # no-cache
+    (suite_copy("max-age=3600", validators=True), FORCE, False, 0, REVAL),  # -no-cache-etag
+    (None, request_directives("only-if-cached"), False, 0, UNAVAIL),  # ccreq-oic
+    # Age (RFC 9111 §4.2.3, §5.1)
+    (suite_copy("max-age=3600", age=0, extra=(("Age", "7200, 0"),)), PLAIN, False, 0, FETCH),
+    (suite_copy("max-age=3600", age=0, extra=(("Age", "0, 7200"),)), PLAIN, False, 0, SERVE),
+    (suite_copy("max-age=3600", age=0, extra=(("Age", "abc"),)), PLAIN, False, 0, SERVE),
+    (suite_copy("max-age=3600", age=0, extra=(("Age", "-7200"),)), PLAIN, False, 0, SERVE),
+    (suite_copy("max-age=3600", age=0, extra=(("Age", "7200.0"),)), PLAIN, False, 0, SERVE),
+    (suite_copy("max-age=3600", age=0, extra=(("Age", "2147483648"),)), PLAIN, False, 0, FETCH),
+    # request_changed > 0: WWWOFFLE's minimum age before asking again
+    (suite_copy(), PLAIN, False, 60, SERVE),  # no freshness information: reused
+    (suite_copy("max-age=0"), PLAIN, False, 60, SERVE),
+    (suite_copy("max-age=2, must-revalidate"), PLAIN, False, 60, SERVE),  # private cache
+    (suite_copy("max-age=2, must-revalidate"), PLAIN, True, 60, FETCH),  # never when shared
+    (suite_copy("no-store"), PLAIN, False, 60, FETCH),  # never overrides no-store
+    (suite_copy("no-cache"), PLAIN, False, 60, FETCH),
+    (suite_copy("s-maxage=1"), PLAIN, True, 60, FETCH),  # nor s-maxage in a shared cache
+    (suite_copy("max-age=2, proxy-revalidate"), PLAIN, True, 60, FETCH),
+    (suite_copy("private, max-age=3600"), PLAIN, True, 60, FETCH),  # nor private
+]
+
+
+@pytest.mark.parametrize(
+    ("stored", "directives", "shared", "changed", "expected"), RFC9111, ids=_id
+)
+def test_decide_rfc9111(stored, directives, shared, changed, expected):
+    action = decide(ON, stored, NOW, directives=directives, shared=shared, request_changed=changed)
+    assert action is expected
+
+
+@pytest.mark.parametrize(
+    ("stored", "directives", "shared", "changed", "expected"), RFC9111, ids=_id
+)
+def test_shared_is_never_looked_at_offline(stored, directives, shared, changed, expected):
+    """Offline, a private copy is still its owner's to read (the credential check guards it)."""
+    for flag in (False, True):
+        action = decide(OFF, stored, NOW, directives=directives, shared=flag)
+        assert action in (SERVE, SERVE_Q, QUEUE)
+        assert action is decide(OFF, stored, NOW, directives=directives)
+
+
+def test_expires_in_the_past_with_validators_revalidates():
+    past = (("Expires", http_date(NOW - timedelta(days=30))),)
+    assert decide(ON, suite_copy(extra=past, validators=True), NOW) is REVAL  # expires-past
+
+
+# stored copy, has_copy, mode, shared -> what a failed fetch gives
+STALE_ON_ERROR = [
+    (suite_copy("max-age=2"), ON, False, SERVE),  # stale-close
+    (suite_copy("max-age=2, must-revalidate"), ON, False, None),  # stale-close-must-revalidate
+    (suite_copy("max-age=2, proxy-revalidate"), ON, True, None),  # stale-close-proxy-revalidate
+    (suite_copy("max-age=2, proxy-revalidate"), ON, False, SERVE),  # private: not for us
+    (suite_copy("max-age=2, no-cache"), ON, False, None),  # stale-close-no-cache
+    (suite_copy("max-age=2, s-maxage=2"), ON, True, None),  # stale-close-s-maxage=2
+    (suite_copy("max-age=2, s-maxage=2"), ON, False, SERVE),
+    (suite_copy("max-age=2, stale-if-error=60"), ON, False, SERVE),  # stale-sie-close
+    (suite_copy("no-store"), ON, False, None),
+    (suite_copy("max-age=3600, must-revalidate"), ON, False, SERVE),  # still fresh
+    (suite_copy("s-maxage=3600"), ON, True, SERVE),
+    (suite_copy("private, max-age=3600"), ON, True, None),  # not for another client
+    (suite_copy("private, max-age=3600"), ON, False, SERVE),
+    (suite_copy("max-age=2, must-revalidate"), AUTO, False, QUEUE),  # as if none: queued
+    (suite_copy("max-age=2"), AUTO, False, SERVE),
+    (suite_copy(), ON, False, SERVE),  # no freshness information: WWWOFFLE's stale copy
+]
+
+
+@pytest.mark.parametrize(("stored", "mode", "shared", "expected"), STALE_ON_ERROR, ids=_id)
+def test_after_upstream_error_with_the_copy(stored, mode, shared, expected):
+    assert after_upstream_error(mode, True, stored, NOW, shared=shared) is expected
+    assert may_serve_stale(stored, NOW, shared=shared) is (expected is SERVE)
+    assert after_upstream_error(mode, False, None, NOW, shared=shared) is after_upstream_error(
+        mode, False
+    )
+
+
+def test_without_the_moment_a_must_revalidate_copy_counts_as_stale():
+    fresh = suite_copy("max-age=3600, must-revalidate")
+    assert may_serve_stale(fresh, NOW)
+    assert not may_serve_stale(fresh)
+    assert may_serve_stale(suite_copy("max-age=2"))
+
+
+@pytest.mark.parametrize(
+    ("cache_control", "expected"),
+    [
+        ("max-stale", RequestDirectives(max_stale=ANY_STALENESS)),  # RFC 9111 §5.2.1.2
+        ("max-stale=1000", RequestDirectives(max_stale=1000)),
+        ('max-stale="5"', RequestDirectives(max_stale=5)),
+        ("max-stale=abc", RequestDirectives()),  # malformed: as if absent
+        ("min-fresh=2000", RequestDirectives(min_fresh=2000)),  # RFC 9111 §5.2.1.3
+        ("min-fresh", RequestDirectives()),  # needs a value
+        ("MIN-FRESH=5, Max-Stale", RequestDirectives(max_stale=ANY_STALENESS, min_fresh=5)),
+        ("no-store", RequestDirectives(no_store=True)),  # RFC 9111 §5.2.1.5
+    ],
+)
+def test_request_directives_rfc9111(cache_control, expected):
+    assert request_directives(cache_control) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    age=st.floats(min_value=0, max_value=1e6, allow_nan=False),
+    max_age=st.integers(min_value=0, max_value=10**6),
+    max_stale=st.none() | st.integers(min_value=0, max_value=10**6),
+    min_fresh=st.none() | st.integers(min_value=0, max_value=10**6),
+    revalidate=st.booleans(),
+    shared=st.booleans(),
+)
+def test_max_stale_and_min_fresh_bounds(age, max_age, max_stale, min_fresh, revalidate, shared):
+    cc = f"max-age={max_age}" + (", must-revalidate" if revalidate else "")
+    stored = copy(age, cc=cc)
+    fresh = is_fresh(stored, NOW, shared=shared, max_stale=max_stale, min_fresh=min_fresh)
+    real_age = stored.age(NOW)
+    if fresh:
+        if min_fresh is not None:
+            assert max_age - real_age >= min_fresh
+        if real_age >= max_age:  # served stale: only as far as the browser allowed
+            assert max_stale is not None and not revalidate
+            assert real_age - max_age <= max_stale
+    elif max_stale is None and min_fresh is None:
+        assert real_age >= max_age
+
+
+# the suite's header list (suite/tests/lib/header-list.mjs) -> does a 304 update the stored
+# value (RFC 9111 §3.2)?  304-etag-update-response-<name>; None: never stored from a 304
+UPDATE_304 = [
+    ("Test-Header", True),
+    ("X-Test-Header", True),
+    ("Content-Foo", True),
+    ("X-Content-Foo", True),
+    ("Cache-Control", True),
+    ("Content-Location", True),
+    ("Content-MD5", True),
+    ("Content-Security-Policy", True),
+    ("Content-Type", True),
+    ("Clear-Site-Data", True),
+    ("ETag", True),
+    ("Expires", True),
+    ("Public-Key-Pins", True),
+    ("Set-Cookie", True),
+    ("Set-Cookie2", True),
+    ("X-Frame-Options", True),
+    ("X-XSS-Protection", True),
+    ("Content-Length", False),  # must not: the body is the stored one
+    # a check only: the archive keeps the coded body, which another coding would misdescribe
+    # (§3.2 lets a cache keep fields its stored body depends on)
+    ("Content-Encoding", False),
+    ("Content-Range", False),
+    ("Connection", None),
+    ("Keep-Alive", None),
+    ("Proxy-Authenticate", None),
+    ("Proxy-Authentication-Info", None),  # headers-store-Proxy-Authentication-Info
+    ("Proxy-Authorization", None),
+    ("Proxy-Connection", None),
+    ("TE", None),
+    ("Transfer-Encoding", None),
+    ("Upgrade", None),
+]
+
+
+@pytest.mark.parametrize(("name", "updated"), UPDATE_304)
+def test_merge_not_modified_suite_header_list(name, updated):
+    stored = [("Date", "a"), ("Last-Modified", "b")]
+    if updated is not None:
+        stored.append((name, "value-A"))
+    merged = merge_not_modified(stored, [(name, "value-B"), ("Last-Modified", "b")])
+    values = [v for n, v in merged if n.lower() == name.lower()]
+    if updated is None:
+        assert values == []
+    else:
+        assert values == (["value-B"] if updated else ["value-A"])

@@ -18,7 +18,8 @@ __all__ = [
 
 Headers = list[tuple[str, str]]
 
-# RFC 9110 §7.6.1 and the de-facto ones; Proxy-Authorization is ours, never the origin's.
+# RFC 9110 §7.6.1 and the de-facto ones; the Proxy-* ones are about a proxy's own
+# authentication, never the origin's (RFC 9111 §3.1: a cache must not store them).
 HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -30,6 +31,7 @@ HOP_BY_HOP = frozenset(
         "upgrade",
         "proxy-authorization",
         "proxy-authenticate",
+        "proxy-authentication-info",
     }
 )
 

@@ -1,33 +1,62 @@
 """The cache policy, as pure decisions (RFC 9111 with WWWOFFLE's habits): no sockets, no files.
 
-Mode x what the cache holds x what the request asks x freshness -> one :class:`Action`; the
-age and freshness lifetime of a stored response; the validators to revalidate it with; how a
-304 updates it; which headers a replay sends; whether a stored copy fits the request's ``Vary``
-headers and content codings; and which captures may stand for the resource (an error page never
-replaces a good copy).  The server, the recording engine and the crawler carry these out; they
-decide nothing themselves, so the proxy and ``wwwproxy fetch`` cannot disagree again.
+Mode x what the cache holds x what the request asks x freshness -> one :class:`Action`; when
+a stale copy may stand in for an unreachable origin; the validators to revalidate it with; how
+a 304 updates it; which headers a replay sends; and which captures may stand for the resource
+(an error page never replaces a good copy).  Freshness itself is :mod:`.freshness`, which copy
+fits which request (Vary, codings, credentials) :mod:`.reuse`, what an unsafe request makes
+stale :mod:`.invalidation` (the first two re-exported here).  The server, the recording
+engine and the crawler carry these out; they decide nothing themselves, so the proxy and
+``wwwproxy fetch`` cannot disagree again.
 """
 
 from __future__ import annotations
 
-import base64
 import enum
 import functools
-import hmac
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from email.utils import parsedate_to_datetime
 
+from .freshness import (
+    DELTA_SECONDS_MAX,
+    HEURISTIC_CAP,
+    HEURISTIC_FRACTION,
+    Freshness,
+    current_age,
+    freshness,
+    http_date,
+    initial_age,
+    parse_cache_control,
+    seconds,
+    shared_reusable,
+)
 from .headers import HOP_BY_HOP, Headers, end_to_end, get_header
+from .reuse import (
+    CREDENTIAL_HEADERS,
+    CREDENTIALS_HEADER,
+    CredentialCheck,
+    accepts_coding,
+    credential_check,
+    credential_tags,
+    recorded_request_headers,
+    replaces,
+    request_headers_for_reuse,
+    select_variant,
+    vary_matches,
+    vary_names,
+)
 
 __all__ = [
+    "ANY_STALENESS",
     "CONDITIONAL_HEADERS",
     "CREDENTIALS_HEADER",
     "CREDENTIAL_HEADERS",
     "Action",
     "CredentialCheck",
+    "HEURISTIC_CAP",
+    "HEURISTIC_FRACTION",
     "Freshness",
     "Mode",
     "RequestDirectives",
@@ -44,15 +73,18 @@ __all__ = [
     "is_good",
     "is_servable",
     "max_age_for",
+    "may_serve_stale",
     "merge_not_modified",
     "not_modified",
     "not_modified_headers",
     "parse_cache_control",
     "recorded_request_headers",
+    "replaces",
     "replay_headers",
     "request_headers_for_reuse",
     "request_directives",
     "revalidation_headers",
+    "select_variant",
     "timeless",
     "vary_matches",
     "vary_names",
@@ -62,11 +94,6 @@ __all__ = [
 #: WARC-renamed transfer headers (``X-Archive-Orig-Transfer-Encoding``): kept in the archive,
 #: never replayed (the replay is its own hop).
 ORIG_HEADER_PREFIX = "x-archive-orig-"
-#: RFC 9111 §4.2.2: a heuristic lifetime is a fraction of the time since Last-Modified.
-HEURISTIC_FRACTION = 0.1
-HEURISTIC_CAP = 24 * 3600
-#: RFC 9110 §15.1: statuses that are heuristically cacheable.
-_HEURISTIC_STATUSES = frozenset({200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501})
 
 
 class Mode(enum.StrEnum):
@@ -86,33 +113,10 @@ class Action(enum.Enum):
     UNAVAILABLE = "unavailable"  # only-if-cached and nothing cached: 504 (RFC 9111 §5.2.1.7)
 
 
-# --- directives -----------------------------------------------------------------------------
+# --- the browser's directives ---------------------------------------------------------------
 
-_DIRECTIVE = re.compile(r'\s*([A-Za-z0-9!#$%&\'*+.^_`|~-]+)\s*(?:=\s*("(?:[^"\\]|\\.)*"|[^,]*))?')
-
-
-def parse_cache_control(value: str | None) -> dict[str, str | None]:
-    """``Cache-Control`` as {lower-case directive: argument or None} (RFC 9111 §5.2); the
-    first occurrence of a directive wins; malformed parts are skipped."""
-    out: dict[str, str | None] = {}
-    for part in (value or "").split(","):
-        match = _DIRECTIVE.fullmatch(part)
-        if not match:
-            continue
-        name, arg = match.group(1).lower(), match.group(2)
-        if arg is not None:
-            arg = arg.strip()
-            if arg.startswith('"') and arg.endswith('"') and len(arg) >= 2:
-                arg = arg[1:-1]
-        out.setdefault(name, arg)
-    return out
-
-
-def _seconds(arg: str | None) -> int | None:
-    """A delta-seconds argument (RFC 9111 §1.2.2), None if absent or malformed."""
-    if arg is None or not arg.isascii() or not arg.isdigit():
-        return None
-    return min(int(arg), 2**31)
+#: ``max-stale`` without a value (RFC 9111 §5.2.1.2): any staleness will do.
+ANY_STALENESS = DELTA_SECONDS_MAX
 
 
 @dataclass(frozen=True)
@@ -122,73 +126,34 @@ class RequestDirectives:
     force: bool = False  # no-cache (a forced reload; Pragma: no-cache from HTTP/1.0 too)
     max_age: int | None = None  # a normal reload sends max-age=0
     only_if_cached: bool = False
+    #: max-stale: a copy stale by up to this many seconds will do (:data:`ANY_STALENESS`
+    #: without a value), unless the origin said must-revalidate
+    max_stale: int | None = None
+    min_fresh: int | None = None  # min-fresh: the copy must stay fresh this much longer
+    #: no-store: the request and its answer are not to be stored (RFC 9111 §5.2.1.5); a
+    #: stored copy may still answer it, so :func:`decide` does not read it
+    no_store: bool = False
 
 
 @functools.lru_cache(maxsize=256)
 def request_directives(cache_control: str | None, pragma: str | None = None) -> RequestDirectives:
     """The browser's Cache-Control (and Pragma) as the policy needs them (cached: browsers
-    send the same few values on every request)."""
+    send the same few values on every request).  A malformed argument counts as absent."""
     cc = parse_cache_control(cache_control)
     force = "no-cache" in cc
     if not cache_control and pragma and "no-cache" in parse_cache_control(pragma):
         force = True  # RFC 9111 §5.4: Pragma only when there is no Cache-Control
+    max_stale = None
+    if "max-stale" in cc:
+        max_stale = ANY_STALENESS if cc["max-stale"] is None else seconds(cc["max-stale"])
     return RequestDirectives(
         force=force,
-        max_age=_seconds(cc.get("max-age")) if "max-age" in cc else None,
+        max_age=seconds(cc.get("max-age")),
         only_if_cached="only-if-cached" in cc,
+        max_stale=max_stale,
+        min_fresh=seconds(cc.get("min-fresh")),
+        no_store="no-store" in cc,
     )
-
-
-# --- age and freshness ----------------------------------------------------------------------
-
-
-def current_age(recorded: datetime, now: datetime, age_header: str | None = None) -> int:
-    """RFC 9111 §4.2.3: seconds in our cache plus the ``Age`` the response already had."""
-    resident = max(0, int((now - recorded).total_seconds()))
-    initial = _seconds(age_header.strip()) if age_header else None
-    return (initial or 0) + resident
-
-
-def _http_date(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        parsed = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    return parsed if parsed.tzinfo is not None else None
-
-
-@dataclass(frozen=True)
-class Freshness:
-    """A stored response's freshness lifetime (RFC 9111 §4.2.1) and what the origin said."""
-
-    lifetime: float  # seconds
-    explicit: bool  # from max-age or Expires, not a heuristic
-    must_ask: bool  # no-cache / no-store / private-to-nobody: reuse needs revalidation
-
-
-def freshness(status: int, headers: Sequence[tuple[str, str]], recorded: datetime) -> Freshness:
-    """The lifetime the origin gave (``max-age``, else ``Expires`` - ``Date``), else a
-    heuristic of 10% of the time since ``Last-Modified`` (capped at a day) for heuristically
-    cacheable statuses (§4.2.2), else 0.  ``s-maxage`` is for shared caches, not ours."""
-    cc = parse_cache_control(", ".join(v for n, v in headers if n.lower() == "cache-control"))
-    if "no-store" in cc or "no-cache" in cc:
-        return Freshness(0.0, True, True)
-    if "max-age" in cc:
-        age = _seconds(cc["max-age"])
-        return Freshness(float(age or 0), True, False)
-    date = _http_date(get_header(headers, "Date")) or recorded
-    expires_value = get_header(headers, "Expires")
-    if expires_value is not None:
-        expires = _http_date(expires_value)  # an invalid Expires means "already expired"
-        lifetime = (expires - date).total_seconds() if expires is not None else 0.0
-        return Freshness(max(0.0, lifetime), True, False)
-    modified = _http_date(get_header(headers, "Last-Modified"))
-    if modified is not None and status in _HEURISTIC_STATUSES and modified < date:
-        lifetime = min(HEURISTIC_CAP, (date - modified).total_seconds() * HEURISTIC_FRACTION)
-        return Freshness(lifetime, False, False)
-    return Freshness(0.0, False, False)
 
 
 def max_age_for(url: str, rules: Iterable[tuple[re.Pattern[str], int]]) -> int | None:
@@ -213,14 +178,33 @@ class Stored:
 
     @functools.cached_property
     def origin_freshness(self) -> Freshness:
-        """:func:`freshness` of this response, worked out once: a copy in the memory cache
-        is judged on every hit, and its headers do not change."""
+        """:func:`freshness` of this response for a private cache, worked out once: a copy in
+        the memory cache is judged on every hit, and its headers do not change."""
         return freshness(self.status, self.headers, self.date)
 
     @functools.cached_property
+    def shared_freshness(self) -> Freshness:
+        """:func:`freshness` of this response for a shared cache, worked out once."""
+        return freshness(self.status, self.headers, self.date, shared=True)
+
+    def freshness_for(self, shared: bool) -> Freshness:
+        return self.shared_freshness if shared else self.origin_freshness
+
+    @functools.cached_property
+    def shared_reusable(self) -> bool:
+        """May a shared cache give it to another client?  Not a ``private`` answer (RFC 9111
+        §5.2.2.7); it is kept all the same, for its owner's offline reading."""
+        return shared_reusable(self.headers)
+
+    @functools.cached_property
     def initial_age(self) -> int:
-        """The ``Age`` it came with (0 when none or malformed), worked out once."""
-        return _seconds((get_header(self.headers, "Age") or "").strip()) or 0
+        """How old it was when recorded: its ``Age`` or, if larger, how long before then its
+        ``Date`` says it was made (RFC 9111 §4.2.3); worked out once."""
+        return initial_age(self.headers, self.date)
+
+    def age(self, now: datetime) -> float:
+        """Its current age in seconds (never rounded; a copy recorded in the future is new)."""
+        return max(0.0, (now - self.date).total_seconds()) + self.initial_age
 
 
 def is_fresh(
@@ -230,26 +214,46 @@ def is_fresh(
     rule_max_age: int | None = None,
     request_changed: int = 0,
     client_max_age: int | None = None,
+    shared: bool = False,
+    max_stale: int | None = None,
+    min_fresh: int | None = None,
 ) -> bool:
     """May the copy be used without asking the origin?
 
-    A configured ``freshness`` rule for the URL overrides what the origin said; otherwise the
-    origin's lifetime, raised to ``request_changed`` seconds (WWWOFFLE's minimum age before
-    asking again) unless the origin demanded revalidation.  A browser's ``max-age`` (a reload
-    sends 0) caps it.  Fresh while the age is below the lifetime: a lifetime of 0 is never
-    fresh.  Error captures are never fresh: they are what we want to replace.
+    A configured ``freshness`` rule for the URL overrides what the origin said.  Otherwise
+    the origin's lifetime (:func:`freshness`; ``shared``: a shared cache's, where s-maxage
+    counts), raised to ``request_changed`` seconds: WWWOFFLE's minimum age before asking
+    again, which lets a copy be reused when the origin gave no lifetime, a short max-age,
+    ``max-age=0``, an Expires in the past or (in a private cache) must-revalidate.  It never
+    overrides ``no-store`` or ``no-cache``, nor in a shared cache ``s-maxage``,
+    ``proxy-revalidate`` or ``must-revalidate`` (nor ``private``: :func:`decide`).
+
+    The browser's directives (RFC 9111 §5.2.1): its ``client_max_age`` (a reload sends 0)
+    caps the age; ``min_fresh`` asks for that many seconds of freshness left; ``max_stale``
+    accepts a copy stale by up to that many seconds, unless the origin said must-revalidate
+    (or the shared equivalents) or no-cache.
+
+    Fresh while the age is below the lifetime: a lifetime of 0 is never fresh.  Error
+    captures are never fresh: they are what we want to replace.
     """
     if not is_good(stored.status):
         return False
-    age = max(0.0, (now - stored.date).total_seconds()) + stored.initial_age  # never rounded
+    age = stored.age(now)
+    origin = stored.freshness_for(shared)
     if rule_max_age is not None:
         lifetime = float(rule_max_age)
+    elif origin.must_ask or (shared and origin.must_revalidate):
+        lifetime = origin.lifetime
     else:
-        origin = stored.origin_freshness
-        lifetime = origin.lifetime if origin.must_ask else max(origin.lifetime, request_changed)
+        lifetime = max(origin.lifetime, request_changed)
     if client_max_age is not None and age > client_max_age:
         return False  # RFC 9111 §5.2.1.1: the browser takes an age up to its max-age
-    return age < lifetime
+    if min_fresh is not None and lifetime - age < min_fresh:
+        return False  # RFC 9111 §5.2.1.3
+    if age < lifetime:
+        return True
+    stale_allowed = not (origin.must_ask or origin.must_revalidate)
+    return max_stale is not None and stale_allowed and age - lifetime <= max_stale
 
 
 def decide(
@@ -262,6 +266,7 @@ def decide(
     rule_max_age: int | None = None,
     request_changed: int = 0,
     ranged: bool = False,
+    shared: bool = False,
 ) -> Action:
     """The action for one request.
 
@@ -269,18 +274,30 @@ def decide(
       does), queue the rest; the network is never touched;
     * autodial: serve what is cached unless the browser forces a reload, fetch the rest
       (the caller queues when the fetch fails);
-    * online: serve a fresh copy (:func:`is_fresh`), revalidate one with validators, fetch
-      otherwise.  Methods other than GET and HEAD always go upstream: their stored answers
-      are history, not a cache; so does a ``ranged`` request (a Range header: a media player
-      seeking wants its 206, which is relayed and recorded, never served as the resource).
+    * online: serve a fresh copy (:func:`is_fresh`, with the browser's max-age, min-fresh
+      and max-stale), revalidate one with validators, fetch otherwise.  Methods other than
+      GET and HEAD always go upstream: their stored answers are history, not a cache; so
+      does a ``ranged`` request (a Range header: a media player seeking wants its 206, which
+      is relayed and recorded, never served as the resource).
+
+    A ``shared`` cache (many users behind one proxy) reads the shared rules (s-maxage,
+    proxy-revalidate) and, online and in autodial, treats a ``private`` copy as no copy
+    (RFC 9111 §5.2.2.7); offline it is served as before, to whoever the credential check
+    (:class:`CredentialCheck`) admits.
+
+    What it reads: the mode, the copy, the method, the directives, ``ranged`` and ``shared``;
+    online it also reads the time-dependent ``now``, and ``rule_max_age`` and
+    ``request_changed`` (see :func:`timeless`).
     """
     safe = method.upper() in ("GET", "HEAD")
-    if directives.only_if_cached and safe and mode is not Mode.OFFLINE:
-        return Action.SERVE if stored is not None else Action.UNAVAILABLE
     if mode is Mode.OFFLINE:
         if stored is None:
             return Action.QUEUE
         return Action.SERVE_AND_QUEUE if directives.force and safe else Action.SERVE
+    if shared and stored is not None and not stored.shared_reusable:
+        stored = None
+    if directives.only_if_cached and safe:
+        return Action.SERVE if stored is not None else Action.UNAVAILABLE
     if mode is Mode.AUTODIAL and stored is not None and not directives.force:
         return Action.SERVE
     if stored is None or not safe or ranged:
@@ -291,23 +308,49 @@ def decide(
         rule_max_age=rule_max_age,
         request_changed=request_changed,
         client_max_age=directives.max_age,
+        shared=shared,
+        max_stale=directives.max_stale,
+        min_fresh=directives.min_fresh,
     ):
         return Action.SERVE
     return Action.REVALIDATE if stored.has_validators else Action.FETCH
 
 
 def timeless(mode: Mode) -> bool:
-    """Does :func:`decide` in this mode depend only on the copy, the method and the browser's
-    directives, never on the moment, the freshness rules or ``request_changed``?  Offline,
-    a copy is served whatever its age: a decision may then be kept with the copy and the
-    request head (the fast front does, for every memory hit)."""
+    """Does :func:`decide` in this mode depend only on the copy, the method, the browser's
+    directives and ``shared`` (a config setting, fixed while the config object is), never on
+    the moment, the freshness rules or ``request_changed``?  Offline, a copy is served
+    whatever its age: a decision may then be kept with the copy and the request head (the
+    fast front does, for every memory hit)."""
     return mode is Mode.OFFLINE
 
 
-def after_upstream_error(mode: Mode, has_copy: bool) -> Action | None:
+def may_serve_stale(stored: Stored, now: datetime | None = None, *, shared: bool = False) -> bool:
+    """May this copy be served stale when the origin cannot be reached (RFC 9111 §4.2.4)?
+    Not when the origin said ``no-cache`` or ``no-store`` (never without revalidation), nor
+    once stale when it said ``must-revalidate`` (§5.2.2.2) or, in a ``shared`` cache,
+    ``proxy-revalidate`` or ``s-maxage`` (§5.2.2.8, §5.2.2.10); nor, shared, a ``private``
+    copy.  Without ``now`` the copy counts as stale."""
+    origin = stored.freshness_for(shared)
+    if origin.must_ask or (shared and not stored.shared_reusable):
+        return False
+    if not origin.must_revalidate:
+        return True
+    return now is not None and stored.age(now) < origin.lifetime
+
+
+def after_upstream_error(
+    mode: Mode,
+    has_copy: bool,
+    stored: Stored | None = None,
+    now: datetime | None = None,
+    *,
+    shared: bool = False,
+) -> Action | None:
     """The origin could not be reached: serve the stale copy (with a Warning), queue the
-    request in autodial, or None for an error page."""
-    if has_copy:
+    request in autodial, or None for an error page.  With the ``stored`` copy (and ``now``),
+    a copy the origin forbade serving stale (:func:`may_serve_stale`) counts as none."""
+    if has_copy and (stored is None or may_serve_stale(stored, now, shared=shared)):
         return Action.SERVE
     if mode is Mode.AUTODIAL:
         return Action.QUEUE
@@ -406,10 +449,10 @@ def not_modified(
             return True  # any current representation matches (RFC 9110 §13.1.2)
         etag = get_header(response_headers, "ETag")
         return etag is not None and any(_weak_equal(t, etag.strip()) for t in tags)
-    ims = _http_date(get_header(request_headers, "If-Modified-Since"))
+    ims = http_date(get_header(request_headers, "If-Modified-Since"))
     if ims is None:
         return False
-    modified = _http_date(get_header(response_headers, "Last-Modified"))
+    modified = http_date(get_header(response_headers, "Last-Modified"))
     return modified is not None and modified <= ims
 
 
@@ -423,105 +466,7 @@ def not_modified_headers(response_headers: Iterable[tuple[str, str]]) -> Headers
     return [(n, v) for n, v in response_headers if n.lower() in _NOT_MODIFIED_KEEP]
 
 
-# --- Vary and content codings ---------------------------------------------------------------
-
-
-def vary_names(headers: Sequence[tuple[str, str]]) -> tuple[str, ...]:
-    """The request headers a stored response's ``Vary`` names, lower-cased (``*`` included);
-    a caller that asks often keeps them (:func:`vary_matches`'s ``names``)."""
-    names: list[str] = []
-    for n, v in headers:
-        if n.lower() == "vary":
-            names += [t.strip().lower() for t in v.split(",") if t.strip()]
-    return tuple(names)
-
-
-#: request headers whose values compare without regard to case (RFC 9110 §12.5)
-_CASELESS = frozenset({"accept", "accept-charset", "accept-language", "accept-encoding"})
-
-
-def _normalized(headers: Sequence[tuple[str, str]], name: str) -> str | None:
-    """The header's values joined with white space removed (RFC 9111 §4.1), lower-cased only
-    where the header's values are case-insensitive; None when absent (an empty header is
-    present, and matches only an empty one)."""
-    values = [v for n, v in headers if n.lower() == name]
-    if not values:
-        return None
-    joined = ",".join("".join(v.split()) for v in values)
-    return joined.lower() if name in _CASELESS else joined
-
-
-def vary_matches(
-    stored_headers: Sequence[tuple[str, str]],
-    recorded_request: Sequence[tuple[str, str]] | None,
-    request: Sequence[tuple[str, str]],
-    *,
-    names: Sequence[str] | None = None,
-) -> bool:
-    """Does a stored response fit this request on the headers its ``Vary`` names (RFC 9111
-    §4.1)?  ``Vary: *`` never fits.  ``Accept-Encoding`` is left to :func:`accepts_coding`
-    (a coded copy can be decoded on the way out), so it does not count here.  ``names``:
-    :func:`vary_names` of ``stored_headers``, when the caller has them.  ``Cookie`` and
-    ``Authorization`` recorded as digests (:func:`recorded_request_headers`) are left to
-    :class:`CredentialCheck`."""
-    if names is None:
-        names = vary_names(stored_headers)
-    if not names:
-        return True
-    if "*" in names:
-        return False
-    recorded = recorded_request or []
-    # Accept-Encoding; and credentials the archive keeps only as digests (judged by
-    # :class:`CredentialCheck`, which has the key)
-    skip = {"accept-encoding"}
-    if get_header(recorded, CREDENTIALS_HEADER) is not None:
-        skip |= CREDENTIAL_HEADERS
-    names = [n for n in names if n not in skip]
-    if not names:
-        return True
-    return all(_normalized(recorded, n) == _normalized(request, n) for n in names)
-
-
-def _qvalues(accept_encoding: str) -> Mapping[str, float]:
-    out: dict[str, float] = {}
-    for item in accept_encoding.split(","):
-        coding, _, params = item.strip().partition(";")
-        coding = coding.strip().lower()
-        if not coding:
-            continue
-        q = 1.0
-        for param in params.split(";"):
-            name, _, value = param.partition("=")
-            if name.strip().lower() == "q":
-                try:
-                    q = float(value.strip())
-                except ValueError:
-                    q = 0.0
-        out.setdefault(coding, q)
-    return out
-
-
-def accepts_coding(accept_encoding: str | None, content_encoding: str | None) -> bool:
-    """RFC 9110 §12.5.3: may a response with this ``Content-Encoding`` be sent to a request
-    with this ``Accept-Encoding``?  No Accept-Encoding means only identity is safe (what curl
-    and scripts send); ``x-gzip`` is ``gzip``."""
-    codings = [c.strip().lower() for c in (content_encoding or "").split(",") if c.strip()]
-    codings = [c for c in codings if c != "identity"]
-    if not codings:
-        return True
-    if accept_encoding is None:
-        return False
-    q = _qvalues(accept_encoding)
-
-    def accepted(coding: str) -> bool:
-        coding = "gzip" if coding == "x-gzip" else coding
-        if coding in q:
-            return q[coding] > 0
-        if coding == "gzip" and "x-gzip" in q:
-            return q["x-gzip"] > 0
-        return q.get("*", 0.0) > 0
-
-    return all(accepted(c) for c in codings)
+# --- replays --------------------------------------------------------------------------------------
 
 
 def replay_headers(headers: Iterable[tuple[str, str]], *, set_cookie: bool = False) -> Headers:
@@ -537,113 +482,6 @@ def replay_headers(headers: Iterable[tuple[str, str]], *, set_cookie: bool = Fal
         if not (n.lower().startswith(prefix) and n.lower()[len(prefix) :] in HOP_BY_HOP)
         and (set_cookie or n.lower() != "set-cookie")
     ]
-
-
-# --- credentials ----------------------------------------------------------------------------
-
-#: Request headers that say who the user is to the origin.  (``Proxy-Authorization`` is ours,
-#: hop-by-hop: never sent upstream nor recorded.)
-CREDENTIAL_HEADERS = frozenset({"authorization", "cookie"})
-#: The recorded request's header that holds keyed digests of its credentials, in place of them
-#: (``authorization=<digest>; cookie=<digest>``): enough to tell whether a later request
-#: carries the same ones, and nothing that would let anyone who reads the archive log in.
-CREDENTIALS_HEADER = "WWWProxy-Credentials"
-
-
-def _digest(key: bytes, name: str, values: Sequence[str]) -> str:
-    data = name.encode("ascii") + b"\0" + "\n".join(values).encode("utf-8", "surrogateescape")
-    mac = hmac.digest(key, data, "sha256")  # the one-shot C path: asked on hits
-    return base64.urlsafe_b64encode(mac).rstrip(b"=").decode("ascii")
-
-
-def credential_tags(headers: Iterable[tuple[str, str]], key: bytes) -> dict[str, str]:
-    """{credential header name: HMAC-SHA256 of its values under the cache's ``key``} for the
-    credential headers the request carries."""
-    values: dict[str, list[str]] = {}
-    for n, v in headers:
-        name = n.lower()
-        if name in CREDENTIAL_HEADERS:
-            values.setdefault(name, []).append(v.strip())
-    return {name: _digest(key, name, vs) for name, vs in sorted(values.items())}
-
-
-def _parse_tags(value: str) -> dict[str, str]:
-    tags: dict[str, str] = {}
-    for part in value.split(";"):
-        name, sep, digest = part.strip().partition("=")
-        if sep and name.strip().lower() in CREDENTIAL_HEADERS:
-            tags[name.strip().lower()] = digest.strip()
-    return tags
-
-
-def recorded_request_headers(
-    headers: Sequence[tuple[str, str]], key: bytes, *, keep_credentials: bool = False
-) -> Headers:
-    """The request headers as the archive records them: ``Cookie`` and ``Authorization``
-    left out unless ``keep_credentials`` (``record_credentials``), and their digests added in
-    :data:`CREDENTIALS_HEADER` either way (what :class:`CredentialCheck` compares)."""
-    tags = credential_tags(headers, key)
-    out = [(n, v) for n, v in headers if n.lower() != CREDENTIALS_HEADER.lower()]
-    if not keep_credentials:
-        out = [(n, v) for n, v in out if n.lower() not in CREDENTIAL_HEADERS]
-    if tags:
-        out.append((CREDENTIALS_HEADER, "; ".join(f"{n}={d}" for n, d in tags.items())))
-    return out
-
-
-@dataclass(frozen=True)
-class CredentialCheck:
-    """Which credentials a request must carry, alike, to be served a stored copy: the
-    ``Authorization`` of the request that fetched it, if it had one; both ``Authorization`` and
-    ``Cookie`` (or their absence) for a ``Cache-Control: private`` answer; and those of them
-    its ``Vary`` names.  Alike means the same digest under the cache's key."""
-
-    needed: frozenset[str]
-    #: the recorded request's digests of the needed headers (absent: it had none)
-    recorded: tuple[tuple[str, str], ...] = ()
-
-    def admits(self, request: Iterable[tuple[str, str]], key: bytes) -> bool:
-        """May a request with these headers have the copy?"""
-        if not self.needed:
-            return True
-        asked = credential_tags(((n, v) for n, v in request if n.lower() in self.needed), key)
-        recorded = dict(self.recorded)
-        return all(hmac.compare_digest(asked.get(n, ""), recorded.get(n, "")) for n in self.needed)
-
-
-def credential_check(
-    response_headers: Sequence[tuple[str, str]],
-    recorded_request: Sequence[tuple[str, str]],
-    key: bytes,
-) -> CredentialCheck:
-    """The :class:`CredentialCheck` of a stored copy (made once per copy: it is asked on every
-    hit).  The recorded request's :data:`CREDENTIALS_HEADER`, or, in a record without it,
-    the credentials themselves (``record_credentials``, or an older recording)."""
-    marked = get_header(recorded_request, CREDENTIALS_HEADER)
-    tags = _parse_tags(marked) if marked is not None else credential_tags(recorded_request, key)
-    needed: set[str] = set()
-    if "authorization" in tags:
-        needed.add("authorization")
-    cc = parse_cache_control(
-        ", ".join(v for n, v in response_headers if n.lower() == "cache-control")
-    )
-    if "private" in cc:
-        needed |= CREDENTIAL_HEADERS
-    needed |= CREDENTIAL_HEADERS.intersection(vary_names(response_headers))
-    recorded = tuple(sorted((n, d) for n, d in tags.items() if n in needed))
-    return CredentialCheck(frozenset(needed), recorded)
-
-
-def request_headers_for_reuse(
-    response_headers: Sequence[tuple[str, str]], recorded_request: Sequence[tuple[str, str]]
-) -> tuple[tuple[str, str], ...]:
-    """Of a recorded request's headers, those that decide whether its copy may serve a later
-    request: the ones the response's ``Vary`` names, the credentials and their digests
-    (:func:`vary_matches` and :func:`credential_check` read no others).  What a copy kept in
-    memory holds instead of the whole request: a few hundred bytes fewer of small objects
-    each, which thousands of copies coming and going had spread over the allocator's pools."""
-    wanted = {CREDENTIALS_HEADER.lower(), *CREDENTIAL_HEADERS, *vary_names(response_headers)}
-    return tuple((n, v) for n, v in recorded_request if n.lower() in wanted)
 
 
 # --- a download the browser left --------------------------------------------------------------
