@@ -10,24 +10,31 @@ never held in memory: they are streamed from disk through a decompressor.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import logging
 import os
 import re
+import types
 import zlib
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, cast
 
+_gunzip_lib: types.ModuleType
 try:  # ISA-L's inflate: the same bytes out in less than half zlib's time (a disk hit's
     # largest cost); zlib where the package has no wheel for the platform
-    from isal import isal_zlib as _gunzip_lib
+    from isal import isal_zlib
 
-    _GUNZIP_ERRORS: tuple[type[Exception], ...] = (zlib.error, _gunzip_lib.error)
+    _gunzip_lib = isal_zlib
+    _GUNZIP_ERRORS: tuple[type[Exception], ...] = (
+        zlib.error,
+        cast(type[Exception], isal_zlib.error),
+    )
 except ImportError:  # pragma: no cover (isal is a dependency; kept for platforms without it)
-    _gunzip_lib = zlib  # type: ignore[assignment]
+    _gunzip_lib = zlib
     _GUNZIP_ERRORS = (zlib.error,)
 
 from .record import (
@@ -44,6 +51,9 @@ from .record import (
     _split_fields,
     parse_warc_date,
 )
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 __all__ = [
     "CachedResponse",
@@ -199,9 +209,10 @@ def _parse_member(reader: _MemberReader, path: str, offset: int, verify: bool) -
         and uri is not None
         and uri.lower().startswith(("http:", "https:"))
     ):
-        http_head = reader.read_until(b"\r\n\r\n", min(length, _MAX_HTTP_HEAD))
-        if http_head is None:
+        found = reader.read_until(b"\r\n\r\n", min(length, _MAX_HTTP_HEAD))
+        if found is None:
             raise _RecordError("HTTP header block does not end within the record")
+        http_head = found
         _check_http_head(http_head, rec_type)
         if block_hash:
             block_hash.update(http_head)
@@ -343,7 +354,7 @@ class _PayloadReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b) -> int:  # type: ignore[override]
+    def readinto(self, b: WriteableBuffer) -> int:
         if self._remaining == 0:
             return 0
         while not self._buf:
@@ -358,8 +369,9 @@ class _PayloadReader(io.RawIOBase):
                 self._skip -= drop
                 chunk = chunk[drop:]
             self._buf = memoryview(chunk)
-        n = min(len(b), len(self._buf), self._remaining)
-        b[:n] = self._buf[:n]
+        out = memoryview(b).cast("B")
+        n = min(len(out), len(self._buf), self._remaining)
+        out[:n] = self._buf[:n]
         self._buf = self._buf[n:]
         self._remaining -= n
         return n
@@ -373,7 +385,7 @@ class _PayloadReader(io.RawIOBase):
 
 def open_payload(record: StoredRecord) -> BinaryIO:
     """A binary stream of the record's payload (the body, or a request's body), read from disk."""
-    return io.BufferedReader(_PayloadReader(record), buffer_size=_OUT_CHUNK)  # type: ignore[return-value]
+    return io.BufferedReader(_PayloadReader(record), buffer_size=_OUT_CHUNK)
 
 
 def read_payload(record: StoredRecord) -> bytes:
@@ -646,7 +658,7 @@ def _newest(
                 )
             continue
         request = records.first(
-            reversed(range(len(records))), lambda r, rec=rec: _is_request_of(r, rec)
+            reversed(range(len(records))), functools.partial(_is_request_of, response=rec)
         )
         return CachedResponse(rec, payload, request)
     return None

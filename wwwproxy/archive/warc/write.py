@@ -15,15 +15,19 @@ import errno
 import fcntl
 import logging
 import os
+import types
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
+_deflate_lib: types.ModuleType
 try:  # ISA-L's deflate (a dependency; zlib where the package has no wheel for the platform)
-    from isal import isal_zlib as _deflate_lib
+    from isal import isal_zlib
+
+    _deflate_lib = isal_zlib
 except ImportError:  # pragma: no cover
-    _deflate_lib = zlib  # type: ignore[assignment]
+    _deflate_lib = zlib
 
 from ...fsutil import GroupSync, fsync_dir, lock_if_still_at
 from .build import PendingRecord
@@ -53,11 +57,10 @@ FileEnd = tuple[int, int, int]
 def _deflater(level: int) -> zlib._Compress:
     """A compressor of one gzip member at zlib ``level``: stored blocks for 0, else ISA-L's
     (:data:`_ISAL_LEVEL`) when installed, else zlib's at ``level``."""
+    lib: types.ModuleType = zlib
     if level and _deflate_lib is not zlib:
         level, lib = _ISAL_LEVEL, _deflate_lib
-    else:
-        lib = zlib
-    return lib.compressobj(level, zlib.DEFLATED, zlib.MAX_WBITS + 16)  # type: ignore[no-any-return]
+    return cast("zlib._Compress", lib.compressobj(level, zlib.DEFLATED, zlib.MAX_WBITS + 16))
 
 
 class _Members:
