@@ -11,8 +11,18 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from wwwproxy.commands.config import KEYS, edit_config_text, effective
-from wwwproxy.config import Config, ConfigError, load_config, parse_config
+from wwwproxy.commands.config import edit_config_text
+from wwwproxy.config import (
+    Config,
+    ConfigError,
+    effective,
+    load_config,
+    parse_config,
+    setting,
+    settings,
+)
+from wwwproxy.config.reference import reference
+from wwwproxy.config.values import as_bool
 from wwwproxy.http.policy import Mode
 
 from .conftest import TIMEOUT, Client, start_proxy, stop_proxy
@@ -41,7 +51,7 @@ async def test_shows_the_configuration_in_force(configured):
     running, client, path = configured
     status, text, _ = await client.get("/config/")
     assert status == 200 and str(path) in text
-    for key in KEYS:
+    for key in settings():
         assert f'name="key" value="{key}"' in text
     status, data = await client.get_json("/config/")
     assert data["effective"]["read_timeout"] == 60.0
@@ -120,10 +130,64 @@ async def test_the_cache_policy_keys_are_editable(configured, key, value, expect
     assert status == 400 and key in data["error"]
 
 
+@dataclasses.dataclass(frozen=True)
+class WithSharedCache(Config):
+    """The configuration with one key more, declared here as a new key is declared in
+    wwwproxy.config.keys: the one place a key is written."""
+
+    shared_cache: bool = setting(
+        False, as_bool, "serve the cache to other proxies too (true/false)"
+    )
+
+
+async def test_a_new_key_is_one_declaration_and_the_rest_follows(tmp_path):
+    assert list(settings(WithSharedCache)) == [*settings(), "shared_cache"]
+    # parsed and validated, its problems named with file, line and key
+    config = parse_config("mode: online\nshared_cache: true\n", "x.yaml", WithSharedCache)
+    assert isinstance(config, WithSharedCache) and config.shared_cache is True
+    assert WithSharedCache().shared_cache is False
+    with pytest.raises(ConfigError, match="^x.yaml:2: key 'shared_cache': expected true or false"):
+        parse_config("mode: online\nshared_cache: maybe\n", "x.yaml", WithSharedCache)
+    assert effective(config)["shared_cache"] is True
+    # the reference
+    assert (
+        "\n## `shared_cache`\n\nServe the cache to other proxies too (true/false).\n\n"
+        "- default: `false`\n- takes effect: at a reload\n"
+    ) in reference(WithSharedCache)
+    # the /config/ page of a proxy running with it: shown with what it does, and editable
+    path = tmp_path / "wwwproxy.yaml"
+    path.write_text("mode: online\nshared_cache: false\n")
+    config = parse_config(path.read_text(), str(path), WithSharedCache)
+    running = await start_proxy(
+        dataclasses.replace(config, listen_port=0, cache=tmp_path / "cache")
+    )
+    try:
+        async with aiohttp.ClientSession(
+            cookie_jar=aiohttp.CookieJar(unsafe=True), timeout=TIMEOUT
+        ) as session:
+            client = Client(running.port, "direct", session)
+            _, text, _ = await client.get("/config/")
+            row = text.split("<tr><td><b>shared_cache</b>", 1)[1].split("</tr>", 1)[0]
+            assert "serve the cache to other proxies too (true/false)</div>" in row
+            assert "<td><code>false</code></td>" in row
+            assert 'name="key" value="shared_cache"' in row
+            listen = text.split("<tr><td><b>listen</b>", 1)[1].split("</tr>", 1)[0]
+            assert "(takes effect at the next start)" in listen  # a restart note, derived
+            status, data = await client.post_api(
+                "/config/", {"key": "shared_cache", "value": "true"}
+            )
+            assert status == 200 and data["effective"]["shared_cache"] is True, data
+            assert data["message"].endswith("and reloaded the configuration.")
+            assert running.services.config.shared_cache is True
+            assert path.read_text() == "mode: online\nshared_cache: true\n"
+    finally:
+        await stop_proxy(running)
+
+
 def test_every_configuration_key_is_shown_and_editable():
     names = {f.name for f in dataclasses.fields(Config)} - {"listen_host", "listen_port", "source"}
-    assert set(KEYS) == names | {"listen"}
-    assert set(effective(Config())) == set(KEYS)
+    assert set(settings()) == names | {"listen"}
+    assert set(effective(Config())) == set(settings())
 
 
 async def test_password_is_never_shown(configured):
