@@ -29,8 +29,9 @@ from datetime import datetime, timedelta
 from http import HTTPStatus
 from typing import NamedTuple
 
+from .freshness import http_date
 from .headers import Headers, get_header, set_header
-from .policy import _http_date, merge_not_modified
+from .policy import merge_not_modified
 
 __all__ = [
     "ACCEPT_RANGES",
@@ -178,8 +179,8 @@ def _strong_last_modified(headers: Sequence[tuple[str, str]]) -> datetime | None
     compressing on the fly does); else None."""
     if (get_header(headers, "ETag") or "").strip().startswith("W/"):
         return None
-    modified = _http_date(get_header(headers, "Last-Modified"))
-    date = _http_date(get_header(headers, "Date"))
+    modified = http_date(get_header(headers, "Last-Modified"))
+    date = http_date(get_header(headers, "Date"))
     if modified is None or date is None or date - modified < timedelta(seconds=1):
         return None
     return modified
@@ -197,7 +198,7 @@ def if_range_holds(if_range: str | None, stored_headers: Sequence[tuple[str, str
         return value == _strong_etag(stored_headers)
     if value.startswith("W/"):
         return False
-    asked = _http_date(value)
+    asked = http_date(value)
     return asked is not None and asked == _strong_last_modified(stored_headers)
 
 

@@ -23,20 +23,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, BinaryIO, cast
 
-_gunzip_lib: types.ModuleType
-try:  # ISA-L's inflate: the same bytes out in less than half zlib's time (a disk hit's
-    # largest cost); zlib where the package has no wheel for the platform
-    from isal import isal_zlib
-
-    _gunzip_lib = isal_zlib
-    _GUNZIP_ERRORS: tuple[type[Exception], ...] = (
-        zlib.error,
-        cast(type[Exception], isal_zlib.error),
-    )
-except ImportError:  # pragma: no cover (isal is a dependency; kept for platforms without it)
-    _gunzip_lib = zlib
-    _GUNZIP_ERRORS = (zlib.error,)
-
 from .record import (
     _RAW_CHUNK,
     _STATUS_LINE,
@@ -54,6 +40,20 @@ from .record import (
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
+
+_gunzip_lib: types.ModuleType
+try:  # ISA-L's inflate: the same bytes out in less than half zlib's time (a disk hit's
+    # largest cost); zlib where the package has no wheel for the platform
+    from isal import isal_zlib
+
+    _gunzip_lib = isal_zlib
+    _GUNZIP_ERRORS: tuple[type[Exception], ...] = (
+        zlib.error,
+        cast(type[Exception], isal_zlib.error),
+    )
+except ImportError:  # pragma: no cover (isal is a dependency; kept for platforms without it)
+    _gunzip_lib = zlib
+    _GUNZIP_ERRORS = (zlib.error,)
 
 __all__ = [
     "CachedResponse",

@@ -21,6 +21,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO, cast
 
+from ...fsutil import GroupSync, fsync_dir, lock_if_still_at
+from .build import PendingRecord
+from .read import _scan
+from .record import _RAW_CHUNK, RecordLocation, WARCFormatError, WARCWriteError
+
 _deflate_lib: types.ModuleType
 try:  # ISA-L's deflate (a dependency; zlib where the package has no wheel for the platform)
     from isal import isal_zlib
@@ -28,11 +33,6 @@ try:  # ISA-L's deflate (a dependency; zlib where the package has no wheel for t
     _deflate_lib = isal_zlib
 except ImportError:  # pragma: no cover
     _deflate_lib = zlib
-
-from ...fsutil import GroupSync, fsync_dir, lock_if_still_at
-from .build import PendingRecord
-from .read import _scan
-from .record import _RAW_CHUNK, RecordLocation, WARCFormatError, WARCWriteError
 
 __all__ = ["COMPRESS_LEVEL", "FileEnd", "append_exchange", "repair_file"]
 
