@@ -3,14 +3,16 @@ never acknowledges a write before a flush that began after it and covers it."""
 
 from __future__ import annotations
 
+import io
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from wwwproxy import fsutil
-from wwwproxy.fsutil import SYNCFS_DIRTY_MAX, SYNCFS_OVER, GroupSync, use_syncfs
+from wwwproxy.fsutil import SYNCFS_DIRTY_MAX, SYNCFS_OVER, GroupSync, read_chunks, use_syncfs
 
 
 def test_one_writer_gets_one_flush_of_its_own_files(tmp_path: Path) -> None:
@@ -130,3 +132,33 @@ def test_without_syncfs_a_large_batch_is_fsynced_file_by_file(tmp_path: Path) ->
     group = GroupSync(tmp_path, use_syncfs=False)
     piled_up_writers(group, tmp_path, 8)
     assert group.flushes == 2 and group.syncfs_flushes == 0
+
+
+class _ThreadNoted(io.BufferedReader):
+    """A file whose reads note the thread they ran in."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(io.FileIO(path))
+        self.threads: set[str] = set()
+
+    def read(self, size: int | None = -1) -> bytes:
+        self.threads.add(threading.current_thread().name)
+        return super().read(size)
+
+
+@pytest.mark.parametrize(
+    ("size", "chunks"),
+    [(0, []), (1, [1]), (99, [99]), (100, [100]), (101, [100, 1]), (305, [100, 100, 100, 5])],
+)
+async def test_read_chunks_gives_a_file_in_chunks_read_in_the_executors_threads(
+    tmp_path: Path, size: int, chunks: list[int]
+) -> None:
+    data = bytes(i % 251 for i in range(size))
+    (tmp_path / "f").write_bytes(data)
+    with ThreadPoolExecutor(1, thread_name_prefix="chunk-reader") as executor:
+        with _ThreadNoted(tmp_path / "f") as stream:
+            got = [c async for c in read_chunks(stream, 100, executor)]
+            assert not stream.closed  # the caller's to close
+    assert [len(c) for c in got] == chunks
+    assert b"".join(got) == data
+    assert stream.threads == {"chunk-reader_0"}  # never the loop's thread

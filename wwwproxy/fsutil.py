@@ -2,7 +2,8 @@
 
 One way to replace a file atomically (readers see the old file or the new one, never a part,
 and a crash leaves no half-written file behind), one way to make a rename durable, and one way
-for many writers to make their writes durable together (:class:`GroupSync`).
+for many writers to make their writes durable together (:class:`GroupSync`); and the one way
+a coroutine reads a file chunk by chunk (:func:`read_chunks`, with ``aiofiles``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ import fcntl
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
+from concurrent.futures import Executor
 from pathlib import Path
+from typing import BinaryIO
+
+import aiofiles.threadpool  # type: ignore[import-untyped]
 
 __all__ = [
     "GroupSync",
@@ -24,6 +29,7 @@ __all__ = [
     "fsync_dir",
     "fsync_path",
     "lock_if_still_at",
+    "read_chunks",
     "use_syncfs",
 ]
 
@@ -132,6 +138,18 @@ def fsync_path(path: str | os.PathLike[str]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+async def read_chunks(
+    stream: BinaryIO, size: int, executor: Executor | None = None
+) -> AsyncGenerator[bytes, None]:
+    """``stream``'s bytes to its end, at most ``size`` at a time, each read in a thread of
+    ``executor`` (the loop's default one if None) so the loop never waits on the disk: a cached
+    body streamed to the browser reads its WARC file and inflates its gzip member in each read.
+    The stream is ``aiofiles``' to read from meanwhile; the caller opened it and closes it."""
+    reader = aiofiles.threadpool.wrap(stream, executor=executor)
+    while chunk := await reader.read(size):
+        yield chunk
 
 
 class GroupSync:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+from array import array
 from datetime import UTC, datetime
 from urllib.parse import quote
 
@@ -91,6 +92,20 @@ async def test_gzip_capture_is_decoded_for_the_banner_and_kept_for_raw(client, p
     ) as resp:
         assert resp.headers["Content-Encoding"] == "gzip"
         assert gzip.decompress(await resp.read()) == body
+
+
+async def test_a_capture_too_large_for_memory_is_streamed_whole(client, proxy):
+    from wwwproxy.archive.memory import MAX_OBJECT
+
+    # 4-byte counters: a chunk sent twice or out of place does not compare equal
+    body = array("I", range(MAX_OBJECT // 2 + 12345)).tobytes()  # 2 MiB and some
+    octets = [("Content-Type", "application/octet-stream")]  # not annotated: sent as stored
+    put(proxy.services.store, "http://big.example/file.bin", body, T1, octets)
+    u = quote("http://big.example/file.bin", safe="")
+    for path in (f"/cache/?url={u}", f"/cache/?url={u}&raw=1"):
+        async with client.session.get(client.url(path), **client._kw({})) as resp:
+            assert resp.status == 200 and resp.headers["X-Cache"] == "HIT", path
+            assert await resp.read() == body, path
 
 
 async def test_non_html_is_served_as_stored(client, origin, fetch):

@@ -15,6 +15,7 @@ one-line banner; ``raw=1`` serves the payload exactly as stored.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from datetime import UTC, datetime
 
@@ -23,11 +24,12 @@ from aiohttp import web
 
 from ..archive.cdxj import CDXJError, CDXJRecord, normalize_timestamp
 from ..archive.served import CachedEntry, served_record
+from ..fsutil import read_chunks
 from ..http.content import decode_content
 from ..url import URL, surt
 from .context import Context, PageError
 from .template import esc, fmt_time, href, link, table
-from .worker import in_worker
+from .worker import in_worker, page_executor
 
 __all__ = ["annotate_html", "cached", "page", "parse_when"]
 
@@ -231,8 +233,9 @@ async def cached(ctx: Context) -> web.StreamResponse:
     if request.method != "HEAD":
         stream = await in_worker(entry.open_body)
         try:
-            while chunk := await in_worker(stream.read, CHUNK):
-                await response.write(chunk)
+            async with contextlib.aclosing(read_chunks(stream, CHUNK, page_executor())) as chunks:
+                async for chunk in chunks:
+                    await response.write(chunk)
         except (ConnectionResetError, aiohttp.ClientConnectionResetError):
             return response
         finally:

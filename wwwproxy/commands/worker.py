@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import TypeVar
 
-__all__ = ["PAGE_THREADS", "ClientGone", "in_worker", "skipped_if_gone"]
+__all__ = ["PAGE_THREADS", "ClientGone", "in_worker", "page_executor", "skipped_if_gone"]
 
 #: threads for command pages (a person's browser asks a few at a time)
 PAGE_THREADS = 4
@@ -48,20 +48,26 @@ def skipped_if_gone(transport: asyncio.BaseTransport | None) -> Iterator[None]:
         _client.reset(token)
 
 
-async def in_worker(fn: Callable[..., _T], /, *args: object, **kwargs: object) -> _T:
-    """``fn(*args, **kwargs)`` in one of the command pages' threads; raises ClientGone instead
-    when the page's client left while it waited (see :func:`skipped_if_gone`)."""
+def page_executor() -> ThreadPoolExecutor:
+    """The command pages' threads (made on first use)."""
     global _executor
     if _executor is None:
         _executor = ThreadPoolExecutor(PAGE_THREADS, thread_name_prefix="wwwproxy-pages")
+    return _executor
+
+
+async def in_worker(fn: Callable[..., _T], /, *args: object, **kwargs: object) -> _T:
+    """``fn(*args, **kwargs)`` in one of the command pages' threads; raises ClientGone instead
+    when the page's client left while it waited (see :func:`skipped_if_gone`)."""
+    executor = page_executor()
     loop = asyncio.get_running_loop()
     transport = _client.get()
     if transport is None:
-        return await loop.run_in_executor(_executor, functools.partial(fn, *args, **kwargs))
+        return await loop.run_in_executor(executor, functools.partial(fn, *args, **kwargs))
 
     def unless_gone() -> _T:
         if transport.is_closing():  # a flag read: the loop's thread is the only writer
             raise ClientGone
         return fn(*args, **kwargs)
 
-    return await loop.run_in_executor(_executor, unless_gone)
+    return await loop.run_in_executor(executor, unless_gone)

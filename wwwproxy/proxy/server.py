@@ -23,6 +23,7 @@ from aiohttp import web
 
 from ..archive.outgoing import QueuedRequest
 from ..archive.store import CachedEntry
+from ..fsutil import read_chunks
 from ..http.filters import EMPTY_GIF, Replacement, Treatment, replacement_for
 from ..http.headers import Headers, add_via, end_to_end, get_header, set_header
 from ..http.modify_html import SCRIPTS_OFF_POLICY, modified_headers
@@ -531,16 +532,15 @@ class ProxyServer:
                 await response.write(modified)
         elif send_body:
             # from memory: all of it at once; from disk: one thread hop opens the copy and
-            # reads its start (for most pages, all of it)
-            stream, chunk = None, cached.body or b""
+            # reads its start (for most pages, all of it), then aiofiles reads the rest
+            stream, chunk, rest = None, cached.body or b"", None
             try:
                 if cached.body is None:
                     stream, chunk = await asyncio.to_thread(_open_and_read, cached)
+                    rest = None if stream is None else read_chunks(stream, CHUNK)
                 while chunk:
                     await response.write(decoder.feed(chunk) if decoder else chunk)
-                    if stream is None:
-                        break
-                    chunk = await asyncio.to_thread(stream.read, CHUNK)
+                    chunk = b"" if rest is None else await anext(rest, b"")
                 if decoder is not None:
                     await response.write(decoder.flush())
             except ConnectionError:
@@ -553,6 +553,8 @@ class ProxyServer:
                     request.transport.close()
                 return response
             finally:
+                if rest is not None:
+                    await rest.aclose()
                 if stream is not None:
                     stream.close()
         with contextlib.suppress(ConnectionError):
