@@ -20,7 +20,7 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import BinaryIO
 
-import aiofiles.threadpool  # type: ignore[import-untyped]
+import aiofiles.threadpool
 
 __all__ = [
     "GroupSync",
