@@ -131,33 +131,35 @@ async def test_the_cache_policy_keys_are_editable(configured, key, value, expect
 
 
 @dataclasses.dataclass(frozen=True)
-class WithSharedCache(Config):
+class WithExampleKey(Config):
     """The configuration with one key more, declared here as a new key is declared in
     wwwproxy.config.keys: the one place a key is written."""
 
-    shared_cache: bool = setting(
-        False, as_bool, "serve the cache to other proxies too (true/false)"
+    example_switch: bool = setting(
+        False, as_bool, "an example switch added by this test (true/false)"
     )
 
 
 async def test_a_new_key_is_one_declaration_and_the_rest_follows(tmp_path):
-    assert list(settings(WithSharedCache)) == [*settings(), "shared_cache"]
+    assert list(settings(WithExampleKey)) == [*settings(), "example_switch"]
     # parsed and validated, its problems named with file, line and key
-    config = parse_config("mode: online\nshared_cache: true\n", "x.yaml", WithSharedCache)
-    assert isinstance(config, WithSharedCache) and config.shared_cache is True
-    assert WithSharedCache().shared_cache is False
-    with pytest.raises(ConfigError, match="^x.yaml:2: key 'shared_cache': expected true or false"):
-        parse_config("mode: online\nshared_cache: maybe\n", "x.yaml", WithSharedCache)
-    assert effective(config)["shared_cache"] is True
+    config = parse_config("mode: online\nexample_switch: true\n", "x.yaml", WithExampleKey)
+    assert isinstance(config, WithExampleKey) and config.example_switch is True
+    assert WithExampleKey().example_switch is False
+    with pytest.raises(
+        ConfigError, match="^x.yaml:2: key 'example_switch': expected true or false"
+    ):
+        parse_config("mode: online\nexample_switch: maybe\n", "x.yaml", WithExampleKey)
+    assert effective(config)["example_switch"] is True
     # the reference
     assert (
-        "\n## `shared_cache`\n\nServe the cache to other proxies too (true/false).\n\n"
+        "\n## `example_switch`\n\nAn example switch added by this test (true/false).\n\n"
         "- default: `false`\n- takes effect: at a reload\n"
-    ) in reference(WithSharedCache)
+    ) in reference(WithExampleKey)
     # the /config/ page of a proxy running with it: shown with what it does, and editable
     path = tmp_path / "wwwproxy.yaml"
-    path.write_text("mode: online\nshared_cache: false\n")
-    config = parse_config(path.read_text(), str(path), WithSharedCache)
+    path.write_text("mode: online\nexample_switch: false\n")
+    config = parse_config(path.read_text(), str(path), WithExampleKey)
     running = await start_proxy(
         dataclasses.replace(config, listen_port=0, cache=tmp_path / "cache")
     )
@@ -167,19 +169,19 @@ async def test_a_new_key_is_one_declaration_and_the_rest_follows(tmp_path):
         ) as session:
             client = Client(running.port, "direct", session)
             _, text, _ = await client.get("/config/")
-            row = text.split("<tr><td><b>shared_cache</b>", 1)[1].split("</tr>", 1)[0]
-            assert "serve the cache to other proxies too (true/false)</div>" in row
+            row = text.split("<tr><td><b>example_switch</b>", 1)[1].split("</tr>", 1)[0]
+            assert "an example switch added by this test (true/false)</div>" in row
             assert "<td><code>false</code></td>" in row
-            assert 'name="key" value="shared_cache"' in row
+            assert 'name="key" value="example_switch"' in row
             listen = text.split("<tr><td><b>listen</b>", 1)[1].split("</tr>", 1)[0]
             assert "(takes effect at the next start)" in listen  # a restart note, derived
             status, data = await client.post_api(
-                "/config/", {"key": "shared_cache", "value": "true"}
+                "/config/", {"key": "example_switch", "value": "true"}
             )
-            assert status == 200 and data["effective"]["shared_cache"] is True, data
+            assert status == 200 and data["effective"]["example_switch"] is True, data
             assert data["message"].endswith("and reloaded the configuration.")
-            assert running.services.config.shared_cache is True
-            assert path.read_text() == "mode: online\nshared_cache: true\n"
+            assert running.services.config.example_switch is True
+            assert path.read_text() == "mode: online\nexample_switch: true\n"
     finally:
         await stop_proxy(running)
 

@@ -190,10 +190,30 @@ class Config:
         "send a copy's recorded Set-Cookie when serving it from the cache (true/false)",
     )
     request_changed: int = setting(
-        600,
+        0,
         values.as_whole_seconds,
-        "online, serve a cached copy without asking for at least this many seconds unless the "
-        "server said no-cache (0: always ask)",
+        "online, serve a cached copy younger than this many seconds without asking the server, "
+        "even one without freshness information (WWWOFFLE's request-changed; 0: as the server "
+        "says)",
+    )
+    request_expired: bool = setting(
+        True,
+        values.as_bool,
+        "online, ask the server again for a copy whose max-age or Expires has passed (false: "
+        "serve it while younger than request_changed; WWWOFFLE's request-expired)",
+    )
+    request_no_cache: bool = setting(
+        True,
+        values.as_bool,
+        "online, ask the server every time for a copy it marked no-cache (false: serve it while "
+        "younger than request_changed; WWWOFFLE's request-no-cache)",
+    )
+    shared_cache: bool | None = setting(
+        None,
+        values.shared_cache,
+        "obey the rules for a cache several people use (s-maxage, proxy-revalidate, private: "
+        "RFC 9111): true, false, or auto (shared unless allowed_clients are all loopback)",
+        show=lambda config: "auto" if config.shared_cache is None else config.shared_cache,
     )
     keep_good_copy: bool = setting(
         True,
@@ -325,6 +345,17 @@ class Config:
     def listen(self) -> str:
         host = f"[{self.listen_host}]" if ":" in self.listen_host else self.listen_host
         return f"{host}:{self.listen_port}"
+
+    @property
+    def shared(self) -> bool:
+        """Is this a shared cache (RFC 9111 §3.5)?  ``shared_cache``, or with ``auto`` whether
+        anyone but this machine may use the proxy (``allowed_clients`` beyond loopback)."""
+        if self.shared_cache is not None:
+            return self.shared_cache
+        return not all(
+            net.network_address.is_loopback and net.broadcast_address.is_loopback
+            for net in self.allowed_clients
+        )
 
 
 def settings(config_class: type[Config] = Config) -> Mapping[str, Setting]:

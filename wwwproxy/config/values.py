@@ -87,6 +87,15 @@ def as_bool(value: Any) -> bool:
     return value
 
 
+def shared_cache(value: Any) -> bool | None:
+    """true, false or auto (None: decided by ``allowed_clients``)."""
+    if value == "auto":
+        return None
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true, false or auto, got {value!r}")
+    return value
+
+
 def as_seconds(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise ValueError(f"expected a positive number of seconds, got {value!r}")
