@@ -42,6 +42,7 @@ from wwwproxy.http.policy import (
     not_modified,
     not_modified_headers,
     parse_cache_control,
+    prefers_good,
     recorded_request_headers,
     replay_headers,
     request_directives,
@@ -110,6 +111,7 @@ def _id(value: object) -> str | None:
 ON, OFF, AUTO = Mode.ONLINE, Mode.OFFLINE, Mode.AUTODIAL
 FETCH, REVAL, SERVE = Action.FETCH, Action.REVALIDATE, Action.SERVE
 QUEUE, SERVE_Q, UNAVAIL = Action.QUEUE, Action.SERVE_AND_QUEUE, Action.UNAVAILABLE
+STALE = Action.SERVE_STALE
 PLAIN = RequestDirectives()
 FORCE = RequestDirectives(force=True)  # no-cache: a forced reload (shift-reload)
 RELOAD = RequestDirectives(max_age=0)  # a normal reload
@@ -171,17 +173,32 @@ DECISIONS = [
     (ON, copy(10, cc="s-maxage=3600"), "GET", PLAIN, None, 0, FETCH),  # shared caches only
     # request_changed: WWWOFFLE's minimum age before asking again, unless the origin forbids
     (ON, copy(10), "GET", PLAIN, None, 60, SERVE),
-    (ON, copy(10, cc="max-age=5"), "GET", PLAIN, None, 60, SERVE),  # raised to 60
+    (ON, copy(10, cc="max-age=5"), "GET", PLAIN, None, 60, FETCH),  # expired: request_expired
     (ON, copy(100, cc="max-age=600"), "GET", PLAIN, None, 60, SERVE),  # max(600, 60)
     (ON, copy(700, cc="max-age=600", **V), "GET", PLAIN, None, 60, REVAL),
     (ON, copy(10, cc="no-cache", **V), "GET", PLAIN, None, 60, REVAL),
     (ON, copy(10, cc="no-store"), "GET", PLAIN, None, 60, FETCH),
     (ON, copy(10), "GET", PLAIN, 5, 60, FETCH),  # a rule replaces request_changed
-    # error statuses are never fresh: they are what a refetch should replace
+    # an error answer is fresh as its origin says (RFC 9111), never by our rules: a rule or
+    # request_changed never keeps an error page where a refetch may bring the good one
     (ON, copy(10, 404), "GET", PLAIN, 3600, 0, FETCH),
     (ON, copy(10, 404, **V), "GET", PLAIN, 3600, 0, REVAL),
-    (ON, copy(10, 500, cc="max-age=3600"), "GET", PLAIN, None, 0, FETCH),
+    (ON, copy(10, 500, cc="max-age=3600"), "GET", PLAIN, None, 0, SERVE),  # status-500-fresh
+    (ON, copy(10, 500, cc="max-age=5"), "GET", PLAIN, None, 0, FETCH),  # status-500-stale
     (ON, copy(10, 503), "GET", PLAIN, None, 3600, FETCH),
+    # stale within its stale-while-revalidate window: served while revalidated (RFC 5861)
+    (ON, copy(3, cc="max-age=1, stale-while-revalidate=4", **V), "GET", PLAIN, None, 0, STALE),
+    (ON, copy(6, cc="max-age=1, stale-while-revalidate=4", **V), "GET", PLAIN, None, 0, REVAL),
+    (ON, copy(3, cc="max-age=1, stale-while-revalidate=4"), "GET", RELOAD, None, 0, FETCH),
+    (
+        ON,
+        copy(3, cc="max-age=1, must-revalidate, stale-while-revalidate=4"),
+        "GET",
+        PLAIN,
+        None,
+        0,
+        FETCH,
+    ),
     (ON, copy(10, 301, cc="max-age=3600"), "GET", PLAIN, None, 0, SERVE),  # a redirect is good
     (ON, copy(10, 301), "GET", PLAIN, 60, 0, SERVE),
     # the browser's max-age caps the lifetime
@@ -1318,8 +1335,8 @@ RFC9111 = [
     (suite_copy("max-age=3600", age=0, extra=(("Age", "2147483648"),)), PLAIN, False, 0, FETCH),
     # request_changed > 0: WWWOFFLE's minimum age before asking again
     (suite_copy(), PLAIN, False, 60, SERVE),  # no freshness information: reused
-    (suite_copy("max-age=0"), PLAIN, False, 60, SERVE),
-    (suite_copy("max-age=2, must-revalidate"), PLAIN, False, 60, SERVE),  # private cache
+    (suite_copy("max-age=0"), PLAIN, False, 60, FETCH),  # expired: request_expired is on
+    (suite_copy("max-age=2, must-revalidate"), PLAIN, False, 60, FETCH),
     (suite_copy("max-age=2, must-revalidate"), PLAIN, True, 60, FETCH),  # never when shared
     (suite_copy("no-store"), PLAIN, False, 60, FETCH),  # never overrides no-store
     (suite_copy("no-cache"), PLAIN, False, 60, FETCH),
@@ -1479,3 +1496,98 @@ def test_merge_not_modified_suite_header_list(name, updated):
         assert values == []
     else:
         assert values == (["value-B"] if updated else ["value-A"])
+
+
+# WWWOFFLE's saving rules: stored copy, request_changed, request_expired, request_no_cache,
+# shared -> online action.  Shipped off (0, True, True): the server's word holds.
+SAVING = [
+    (copy(10), 0, True, True, False, FETCH),  # freshness-none: asked every time
+    (copy(10), 60, True, True, False, SERVE),  # no lifetime given: request_changed applies
+    (copy(70), 60, True, True, False, FETCH),  # ... while younger than it
+    (copy(10, cc="max-age=5"), 60, True, True, False, FETCH),  # expired: asked again
+    (copy(10, cc="max-age=5"), 60, False, True, False, SERVE),  # request_expired: false
+    (
+        copy(10, extra=(("Expires", http_date(NOW - timedelta(days=1))),)),
+        60,
+        False,
+        True,
+        False,
+        SERVE,
+    ),
+    (copy(10, cc="max-age=5, must-revalidate"), 60, False, True, False, SERVE),  # private cache
+    (copy(10, cc="max-age=5, must-revalidate"), 60, False, True, True, FETCH),  # never shared
+    (copy(10, cc="no-cache"), 60, False, True, False, FETCH),  # request_no_cache on
+    (copy(10, cc="no-cache"), 60, True, False, False, SERVE),  # request_no_cache: false
+    (copy(10, cc="no-store"), 60, False, False, False, FETCH),  # never no-store
+    (copy(10, 500), 60, False, False, False, FETCH),  # never an error answer
+    (copy(10, cc="s-maxage=1"), 60, False, False, True, FETCH),
+]
+
+
+@pytest.mark.parametrize(("stored", "changed", "expired", "no_cache", "shared", "expected"), SAVING)
+def test_saving_rules(stored, changed, expired, no_cache, shared, expected):
+    action = decide(
+        ON,
+        stored,
+        NOW,
+        request_changed=changed,
+        request_expired=expired,
+        request_no_cache=no_cache,
+        shared=shared,
+    )
+    assert action is expected
+
+
+@pytest.mark.parametrize(
+    ("mode", "keep", "expected"),
+    [
+        (ON, True, False),
+        (ON, False, False),
+        (OFF, True, True),
+        (OFF, False, False),
+        (AUTO, True, True),
+        (AUTO, False, False),
+    ],
+)
+def test_good_copy_is_preferred_where_the_cache_answers_for_the_origin(mode, keep, expected):
+    assert prefers_good(mode, keep) is expected
+
+
+@pytest.mark.parametrize(("mode", "expected"), [(ON, REVAL), (AUTO, SERVE), (OFF, SERVE)])
+def test_an_invalidated_copy_is_revalidated_online_and_still_served_offline(mode, expected):
+    stored = copy(10, cc="max-age=3600", **V)
+    assert decide(mode, stored, NOW) is SERVE
+    assert decide(mode, stored, NOW, invalidated=True) is expected
+
+
+# CDN-Cache-Control (RFC 9213): obeyed in place of Cache-Control and Expires by a shared cache
+CDN = [
+    ((("CDN-Cache-Control", "max-age=3600"),), True, SERVE),  # cdn-max-age
+    ((("CDN-Cache-Control", "max-age=3600"),), False, FETCH),  # a private cache ignores it
+    ((("CDN-Cache-Control", "max-age=3600"), ("Age", "7200")), True, FETCH),  # -age
+    ((("CDN-Cache-Control", "max-age=0"),), True, FETCH),  # cdn-max-age-0
+    (
+        (("CDN-Cache-Control", "max-age=0"), ("Expires", http_date(NOW + timedelta(hours=3)))),
+        True,
+        FETCH,
+    ),  # -0-expires
+    ((("CDN-Cache-Control", "max-age=3600"), ("Expires", "0")), True, SERVE),
+    ((("Cache-Control", "max-age=3600"), ("CDN-Cache-Control", "max-age=1")), True, FETCH),
+    ((("CDN-Cache-Control", "private"), ("Cache-Control", "max-age=10000")), True, FETCH),
+    ((("CDN-Cache-Control", "no-cache"), ("Cache-Control", "max-age=10000")), True, FETCH),
+    ((("Cache-Control", "max-age=10000"), ("CDN-Cache-Control", "no-store")), True, FETCH),
+    ((("Cache-Control", "no-store"), ("CDN-Cache-Control", "max-age=10000")), True, SERVE),
+    (
+        (("CDN-Cache-Control", "max-age=10000, &&&&&"), ("Cache-Control", "no-store")),
+        True,
+        FETCH,
+    ),  # not a Structured-Field Dictionary: Cache-Control governs
+    ((("CDN-Cache-Control", 'max-age="10000"'), ("Cache-Control", "no-store")), True, FETCH),
+    ((("CDN-Cache-Control", "foobar, max-age=3600"),), True, SERVE),  # extensions ignored
+    ((("CDN-Cache-Control", "MaX-aGe=3600"),), True, FETCH),  # keys are lower case
+]
+
+
+@pytest.mark.parametrize(("extra", "shared", "expected"), CDN)
+def test_cdn_cache_control_governs_a_shared_cache(extra, shared, expected):
+    assert decide(ON, copy(3, extra=extra), NOW, shared=shared) is expected

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
+import http_sf
+
 from .headers import get_header
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "parse_cache_control",
     "parse_http_date",
     "shared_reusable",
+    "targeted_cache_control",
 ]
 
 #: RFC 9111 §4.2.2: a heuristic lifetime is a fraction of the time since Last-Modified.
@@ -60,6 +63,46 @@ def parse_cache_control(value: str | None) -> dict[str, str | None]:
 def response_cache_control(headers: Sequence[tuple[str, str]]) -> dict[str, str | None]:
     """All the response's ``Cache-Control`` lines as one list (RFC 9110 §5.3)."""
     return parse_cache_control(", ".join(v for n, v in headers if n.lower() == "cache-control"))
+
+
+#: RFC 9213: the targeted field a shared wwwproxy obeys in place of Cache-Control and Expires
+TARGETED_FIELD = "CDN-Cache-Control"
+
+
+def targeted_cache_control(headers: Sequence[tuple[str, str]]) -> dict[str, str | None] | None:
+    """``CDN-Cache-Control`` (RFC 9213) as :func:`parse_cache_control` gives Cache-Control,
+    or None when the response has none, or none that parses as a Structured-Field Dictionary
+    (RFC 8941 §3.2; then Cache-Control governs, §2.1).  A member whose value is not what the
+    directive takes (``max-age="10000"``: a string, not an integer) is left out."""
+    lines = [v for n, v in headers if n.lower() == "cdn-cache-control"]
+    if not lines:
+        return None
+    try:
+        parsed = http_sf.parse(", ".join(lines).encode("latin-1"), tltype="dictionary")
+    except (http_sf.StructuredFieldError, UnicodeEncodeError, ValueError):
+        return None
+    if not isinstance(parsed, dict) or not parsed:
+        return None
+    out: dict[str, str | None] = {}
+    for name, member in parsed.items():
+        value = member[0] if isinstance(member, tuple) else None  # an Item: (value, params)
+        if value is True:
+            out[name] = None
+        elif isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            out[name] = str(value)
+    return out
+
+
+def _governing_cache_control(
+    headers: Sequence[tuple[str, str]], shared: bool
+) -> tuple[dict[str, str | None], bool]:
+    """The directives that govern caching here, and whether they are the targeted field's:
+    a shared cache takes a valid ``CDN-Cache-Control`` in place of Cache-Control and Expires
+    (RFC 9213 §2.1); a private one only Cache-Control."""
+    targeted = targeted_cache_control(headers) if shared else None
+    if targeted is not None:
+        return targeted, True
+    return response_cache_control(headers), False
 
 
 def seconds(arg: str | None) -> int | None:
@@ -192,13 +235,18 @@ class Freshness:
     #: reached or the browser allows staleness (must-revalidate; in a shared cache also
     #: proxy-revalidate and s-maxage: RFC 9111 §5.2.2.2, §5.2.2.8, §5.2.2.10)
     must_revalidate: bool = False
+    #: no-store: asked for every time whatever the saving rules say
+    no_store: bool = False
+    #: seconds past its lifetime a stale copy may be served while it is revalidated in the
+    #: background (stale-while-revalidate, RFC 5861 §3); 0 when revalidation is mandatory
+    stale_while_revalidate: float = 0.0
 
 
 def shared_reusable(headers: Sequence[tuple[str, str]]) -> bool:
     """May a shared cache give this response to another client (RFC 9111 §5.2.2.7)?  Not
-    when it says ``private``; the qualified ``private="field"`` counts as plain ``private``,
-    as the RFC notes most caches do."""
-    return "private" not in response_cache_control(headers)
+    when it says ``private`` (in CDN-Cache-Control when that governs); the qualified
+    ``private="field"`` counts as plain ``private``, as the RFC notes most caches do."""
+    return "private" not in _governing_cache_control(headers, True)[0]
 
 
 def freshness(
@@ -214,24 +262,27 @@ def freshness(
     ``s-maxage`` (§5.2.2.10: it overrides max-age and Expires, and implies proxy-revalidate);
     ``max-age``; ``Expires`` - ``Date`` (an invalid or repeated Expires: 0); else 10% of the
     time since ``Last-Modified`` (capped at a day) for heuristically cacheable statuses
-    (§4.2.2).  A private cache (the default) ignores ``s-maxage`` and ``proxy-revalidate``."""
-    cc = response_cache_control(headers)
+    (§4.2.2).  A private cache (the default) ignores ``s-maxage`` and ``proxy-revalidate``.
+    A shared cache reads a valid ``CDN-Cache-Control`` (RFC 9213) instead of Cache-Control
+    and Expires: the directives an origin gives the shared caches in front of it."""
+    cc, targeted = _governing_cache_control(headers, shared)
     revalidate = "must-revalidate" in cc or (
         shared and ("proxy-revalidate" in cc or "s-maxage" in cc)
     )
+    swr = 0.0 if revalidate else float(seconds(cc.get("stale-while-revalidate")) or 0)
     if "no-store" in cc or "no-cache" in cc:
-        return Freshness(0.0, True, True, True)
+        return Freshness(0.0, True, True, True, no_store="no-store" in cc)
     if shared and "s-maxage" in cc:
-        return Freshness(float(seconds(cc["s-maxage"]) or 0), True, False, revalidate)
+        return Freshness(float(seconds(cc["s-maxage"]) or 0), True, False, revalidate, False, swr)
     if "max-age" in cc:
-        return Freshness(float(seconds(cc["max-age"]) or 0), True, False, revalidate)
+        return Freshness(float(seconds(cc["max-age"]) or 0), True, False, revalidate, False, swr)
     date = http_date(get_header(headers, "Date")) or recorded
-    if get_header(headers, "Expires") is not None:
+    if not targeted and get_header(headers, "Expires") is not None:
         expires = expires_time(headers, recorded)  # None: invalid, so already expired
         lifetime = (expires - date).total_seconds() if expires is not None else 0.0
-        return Freshness(max(0.0, lifetime), True, False, revalidate)
+        return Freshness(max(0.0, lifetime), True, False, revalidate, False, swr)
     modified = http_date(get_header(headers, "Last-Modified"))
     if modified is not None and status in _HEURISTIC_STATUSES and modified < date:
         lifetime = min(HEURISTIC_CAP, (date - modified).total_seconds() * HEURISTIC_FRACTION)
-        return Freshness(lifetime, False, False, revalidate)
-    return Freshness(0.0, False, False, revalidate)
+        return Freshness(lifetime, False, False, revalidate, False, swr)
+    return Freshness(0.0, False, False, revalidate, False, swr)

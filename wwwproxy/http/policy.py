@@ -67,6 +67,7 @@ __all__ = [
     "credential_tags",
     "current_age",
     "decide",
+    "prefers_good",
     "finish_abandoned",
     "freshness",
     "is_fresh",
@@ -111,6 +112,9 @@ class Action(enum.Enum):
     QUEUE = "queue"  # remember it for the next time we are online
     SERVE_AND_QUEUE = "serve+queue"  # offline forced reload: the copy now, a refresh later
     UNAVAILABLE = "unavailable"  # only-if-cached and nothing cached: 504 (RFC 9111 §5.2.1.7)
+    #: stale within its stale-while-revalidate window: the copy now, a revalidation in the
+    #: background (RFC 5861 §3)
+    SERVE_STALE = "serve-stale"
 
 
 # --- the browser's directives ---------------------------------------------------------------
@@ -207,12 +211,37 @@ class Stored:
         return max(0.0, (now - self.date).total_seconds()) + self.initial_age
 
 
+def prefers_good(mode: Mode, keep_good_copy: bool) -> bool:
+    """Does a lookup prefer the newest good capture over newer error answers?  Where the cache
+    answers for the origin (offline, autodial) ``keep_good_copy`` decides, as WWWOFFLE's
+    keep-cache-if-not-found; online the newest response counts, judged by its own freshness
+    (RFC 9111 §4)."""
+    return keep_good_copy and mode is not Mode.ONLINE
+
+
+def _stretchable(
+    stored: Stored, origin: Freshness, shared: bool, request_expired: bool, request_no_cache: bool
+) -> bool:
+    """May WWWOFFLE's ``request_changed`` raise this copy's lifetime?  Never for an error
+    answer, ``no-store``, or in a shared cache what must be revalidated (s-maxage,
+    proxy-revalidate, must-revalidate); a ``no-cache`` copy only without request_no_cache, an
+    explicit lifetime (max-age, Expires) only without request_expired; a copy that gave no
+    lifetime always."""
+    if not is_good(stored.status) or origin.no_store or (shared and origin.must_revalidate):
+        return False
+    if origin.must_ask:
+        return not request_no_cache
+    return not (origin.explicit and request_expired)
+
+
 def is_fresh(
     stored: Stored,
     now: datetime,
     *,
     rule_max_age: int | None = None,
     request_changed: int = 0,
+    request_expired: bool = True,
+    request_no_cache: bool = True,
     client_max_age: int | None = None,
     shared: bool = False,
     max_stale: int | None = None,
@@ -220,32 +249,34 @@ def is_fresh(
 ) -> bool:
     """May the copy be used without asking the origin?
 
-    A configured ``freshness`` rule for the URL overrides what the origin said.  Otherwise
+    A configured ``freshness`` rule for the URL overrides what the origin said of a good
+    answer (never of an error answer: a refetch may bring the good one back).  Otherwise
     the origin's lifetime (:func:`freshness`; ``shared``: a shared cache's, where s-maxage
-    counts), raised to ``request_changed`` seconds: WWWOFFLE's minimum age before asking
-    again, which lets a copy be reused when the origin gave no lifetime, a short max-age,
-    ``max-age=0``, an Expires in the past or (in a private cache) must-revalidate.  It never
-    overrides ``no-store`` or ``no-cache``, nor in a shared cache ``s-maxage``,
-    ``proxy-revalidate`` or ``must-revalidate`` (nor ``private``: :func:`decide`).
+    and CDN-Cache-Control count), raised to ``request_changed`` seconds where WWWOFFLE's
+    saving rules allow it (:func:`_stretchable`: ``request_expired`` and
+    ``request_no_cache`` off let it stretch explicit and no-cache lifetimes too).
 
     The browser's directives (RFC 9111 §5.2.1): its ``client_max_age`` (a reload sends 0)
     caps the age; ``min_fresh`` asks for that many seconds of freshness left; ``max_stale``
     accepts a copy stale by up to that many seconds, unless the origin said must-revalidate
     (or the shared equivalents) or no-cache.
 
-    Fresh while the age is below the lifetime: a lifetime of 0 is never fresh.  Error
-    captures are never fresh: they are what we want to replace.
+    Fresh while the age is below the lifetime: a lifetime of 0 is never fresh.  An error
+    answer is fresh as any other (the lookup decides which capture stands for the resource:
+    :func:`prefers_good`).
     """
-    if not is_good(stored.status):
-        return False
+    if not is_servable(stored.status):
+        return False  # a part or a 304 never stands for the resource
     age = stored.age(now)
     origin = stored.freshness_for(shared)
-    if rule_max_age is not None:
+    if rule_max_age is not None and is_good(stored.status):
         lifetime = float(rule_max_age)
-    elif origin.must_ask or (shared and origin.must_revalidate):
-        lifetime = origin.lifetime
     else:
-        lifetime = max(origin.lifetime, request_changed)
+        lifetime = origin.lifetime
+        if request_changed > lifetime and _stretchable(
+            stored, origin, shared, request_expired, request_no_cache
+        ):
+            lifetime = float(request_changed)
     if client_max_age is not None and age > client_max_age:
         return False  # RFC 9111 §5.2.1.1: the browser takes an age up to its max-age
     if min_fresh is not None and lifetime - age < min_fresh:
@@ -265,8 +296,11 @@ def decide(
     directives: RequestDirectives = RequestDirectives(),  # noqa: B008 (frozen, shared safely)
     rule_max_age: int | None = None,
     request_changed: int = 0,
+    request_expired: bool = True,
+    request_no_cache: bool = True,
     ranged: bool = False,
     shared: bool = False,
+    invalidated: bool = False,
 ) -> Action:
     """The action for one request.
 
@@ -275,20 +309,24 @@ def decide(
     * autodial: serve what is cached unless the browser forces a reload, fetch the rest
       (the caller queues when the fetch fails);
     * online: serve a fresh copy (:func:`is_fresh`, with the browser's max-age, min-fresh
-      and max-stale), revalidate one with validators, fetch otherwise.  Methods other than
-      GET and HEAD always go upstream: their stored answers are history, not a cache; so
-      does a ``ranged`` request (a Range header: a media player seeking wants its 206, which
-      is relayed and recorded, never served as the resource).
+      and max-stale), serve a stale one within its stale-while-revalidate window while it is
+      revalidated (SERVE_STALE), revalidate one with validators, fetch otherwise.  A copy an
+      unsafe request has ``invalidated`` since it was recorded (RFC 9111 §4.4) is never
+      fresh.  Methods other than GET and HEAD always go upstream: their stored answers are
+      history, not a cache.  A ``ranged`` request (a Range header) is served from a fresh
+      copy as any other (the replay cuts the range out); one that must go upstream is
+      relayed and recorded as it is.
 
     A ``shared`` cache (many users behind one proxy) reads the shared rules (s-maxage,
-    proxy-revalidate) and, online and in autodial, treats a ``private`` copy as no copy
-    (RFC 9111 §5.2.2.7); offline it is served as before, to whoever the credential check
-    (:class:`CredentialCheck`) admits.
+    proxy-revalidate, CDN-Cache-Control) and, online and in autodial, treats a ``private``
+    copy as no copy (RFC 9111 §5.2.2.7); offline it is served as before, to whoever the
+    credential check (:class:`CredentialCheck`) admits.
 
-    What it reads: the mode, the copy, the method, the directives, ``ranged`` and ``shared``;
-    online it also reads the time-dependent ``now``, and ``rule_max_age`` and
-    ``request_changed`` (see :func:`timeless`).
+    What it reads: the mode, the copy, the method, the directives, ``ranged``, ``shared``
+    and ``invalidated``; online it also reads the time-dependent ``now``, and
+    ``rule_max_age`` and the saving rules (see :func:`timeless`).
     """
+    del ranged  # a range is the replay's business, not the decision's
     safe = method.upper() in ("GET", "HEAD")
     if mode is Mode.OFFLINE:
         if stored is None:
@@ -300,20 +338,32 @@ def decide(
         return Action.SERVE if stored is not None else Action.UNAVAILABLE
     if mode is Mode.AUTODIAL and stored is not None and not directives.force:
         return Action.SERVE
-    if stored is None or not safe or ranged:
+    if stored is None or not safe:
         return Action.FETCH
-    if not directives.force and is_fresh(
-        stored,
-        now,
-        rule_max_age=rule_max_age,
-        request_changed=request_changed,
-        client_max_age=directives.max_age,
-        shared=shared,
-        max_stale=directives.max_stale,
-        min_fresh=directives.min_fresh,
-    ):
-        return Action.SERVE
+    if not directives.force and not invalidated:
+        if is_fresh(
+            stored,
+            now,
+            rule_max_age=rule_max_age,
+            request_changed=request_changed,
+            request_expired=request_expired,
+            request_no_cache=request_no_cache,
+            client_max_age=directives.max_age,
+            shared=shared,
+            max_stale=directives.max_stale,
+            min_fresh=directives.min_fresh,
+        ):
+            return Action.SERVE
+        if directives.max_age is None and _within_stale_window(stored, now, shared):
+            return Action.SERVE_STALE
     return Action.REVALIDATE if stored.has_validators else Action.FETCH
+
+
+def _within_stale_window(stored: Stored, now: datetime, shared: bool) -> bool:
+    """Is the stale copy within its stale-while-revalidate window (RFC 5861 §3)?"""
+    origin = stored.freshness_for(shared)
+    window = origin.stale_while_revalidate
+    return window > 0 and stored.age(now) < origin.lifetime + window
 
 
 def timeless(mode: Mode) -> bool:
