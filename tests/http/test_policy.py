@@ -338,9 +338,9 @@ def test_decide_invariants(
         assert action in (SERVE, UNAVAIL)
     if mode is ON and action is SERVE and not (only_if_cached and safe):
         assert stored is not None
-        assert not force and safe and is_good(status)
+        assert not force and safe and is_servable(status)
         exact_age = max(0.0, (NOW - stored.date).total_seconds())
-        if rule is not None:
+        if rule is not None and is_good(status):
             assert exact_age < rule
         if max_age is not None:
             assert exact_age < max_age
