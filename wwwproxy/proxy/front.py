@@ -403,6 +403,7 @@ class FastFront(asyncio.Protocol):
             admitted=server.may_serve(cached, request.header_list),
             action=_action(server, request, url, cached),
             backlog=transport.get_write_buffer_size(),
+            pipelined=len(self.stream.buffer) > len(self.stream.head),
             now=now,
         )
         if isinstance(answer, ToAiohttp):

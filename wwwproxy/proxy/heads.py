@@ -47,13 +47,11 @@ def header_lines(headers: Iterable[tuple[str, str]]) -> bytes:
 
 
 def connection_line(version: str, keep_alive: bool) -> bytes:
-    """The Connection header line an answer needs, if any (as aiohttp writes it): ``close``
-    when the connection ends after it, ``keep-alive`` for an HTTP/1.0 one that stays."""
-    if not keep_alive:
-        return b"Connection: close\r\n"
+    """The Connection header line an answer needs, if any, as aiohttp writes it: what is not
+    the version's default, ``close`` for HTTP/1.1 and ``keep-alive`` for HTTP/1.0."""
     if version == "1.0":
-        return b"Connection: keep-alive\r\n"
-    return b""
+        return b"Connection: keep-alive\r\n" if keep_alive else b""
+    return b"" if keep_alive else b"Connection: close\r\n"
 
 
 _now_second = -1

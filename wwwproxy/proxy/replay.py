@@ -160,6 +160,7 @@ class ToAiohttp(enum.Enum):
     EXPECT = "an Expect header"
     PROXY_AUTHORIZATION = "a Proxy-Authorization header"
     LOOP = "our own pseudonym in a Via header (a loop)"
+    AFTER_CLOSE = "bytes after a request that closes the connection (aiohttp refuses them)"
     TARGET = "a URL the cache does not answer: not http, the proxy's own, filtered, invalid"
     NOT_CACHED = "no copy of it (a miss)"
     NOT_IN_MEMORY = "a copy too large for memory: streamed from disk"
@@ -190,13 +191,18 @@ def plan_fast_answer(
     admitted: bool,
     action: Action,
     backlog: int,
+    pipelined: bool,
     now: float,
 ) -> FastAnswer | ToAiohttp:
     """May the fast front answer ``request`` from ``cached`` (a copy with its body read),
     and with what bytes at ``now`` (``time.time()``); else why aiohttp's path answers it.
     ``admitted`` is :meth:`~.server.ProxyServer.may_serve`, ``action`` what the policy says
     (:meth:`~.server.ProxyServer.action_for`), ``backlog`` the bytes not yet written to the
-    browser.  The fast answer is only ever the one aiohttp's path would give."""
+    browser, ``pipelined`` whether bytes came after the request.  The fast answer is only
+    ever the one aiohttp's path would give, and it closes the connection when that does."""
+    version, keep_alive = request.version, request.keep_alive
+    if pipelined and not keep_alive:
+        return ToAiohttp.AFTER_CLOSE
     body = cached.body
     if body is None:
         return ToAiohttp.NOT_IN_MEMORY
@@ -210,7 +216,6 @@ def plan_fast_answer(
         return ToAiohttp.SET_COOKIE  # the heads made here leave Set-Cookie out
     if action is not Action.SERVE:
         return ToAiohttp.POLICY
-    version, keep_alive = request.version, request.keep_alive
     if request.conditional:  # the browser's own validators (maybe a 304): planned in full
         replay = plan_replay(cached, "GET", request.headers)
         if replay.decoder is not None:
@@ -260,6 +265,7 @@ class RenderedHead:
         "status",
         "status_reason",
         "lines",
+        "after_age",
         "http11",
         "recorded",
         "initial_age",
@@ -276,8 +282,10 @@ class RenderedHead:
         replay = plan_replay(entry, "GET", {"Accept-Encoding": "*"})
         self.status = replay.status
         self.status_reason = replay.reason
-        #: the header lines up to Age (which is made per answer)
-        self.lines = header_lines((n, v) for n, v in replay.headers if n.lower() != "age")
+        #: the header lines before Age (which is made per answer), and after it
+        at = next(i for i, (n, _) in enumerate(replay.headers) if n.lower() == "age")
+        self.lines = header_lines(replay.headers[:at])
+        self.after_age = header_lines(replay.headers[at + 1 :])
         self.http11 = status_line("1.1", replay.status, replay.reason) + self.lines
         self.recorded = entry.date.timestamp()
         age = get_header(entry.headers, "Age")
@@ -329,7 +337,7 @@ class RenderedHead:
 
     def _make(self, start: bytes, age: int, connection: bytes) -> bytes:
         date = b"Date: " + http_now() + b"\r\n" if self.date else b""
-        return b"%sAge: %d\r\n%s%s\r\n" % (start, age, date, connection)
+        return b"%sAge: %d\r\n%s%s%s\r\n" % (start, age, self.after_age, date, connection)
 
 
 @functools.lru_cache(maxsize=1024)
