@@ -8,8 +8,9 @@ import dataclasses
 import pytest
 
 from wwwproxy.http.policy import Action
-from wwwproxy.proxy.fast_heads import RenderedHead
 from wwwproxy.proxy.front import KEPT_HEAD, FastFront, _action
+from wwwproxy.proxy.replay import RenderedHead, ToAiohttp
+from wwwproxy.proxy.request_head import ParsedHead
 from wwwproxy.recording.engine import PSEUDONYM
 
 from .conftest import offline_with_copy, read_response
@@ -62,7 +63,7 @@ async def test_a_kept_head_is_what_parsing_it_anew_gives(make_proxy, origin):
         front.heads.clear()
         fresh = connection(proxy)._parse(head)
         front.heads.clear()
-        assert (first is not None) == (again is not None) == (fresh is not None) == fast, head
+        assert [isinstance(p, ParsedHead) for p in (first, again, fresh)] == [fast] * 3, head
         if not fast:
             continue
         if len(head) <= KEPT_HEAD:
@@ -94,7 +95,7 @@ async def test_the_kept_heads_stay_within_their_bytes(make_proxy, origin, monkey
     for i in range(40):
         head = f"GET {url}?q={i} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
         request = connection(proxy)._parse(head)
-        assert request is not None and request.target == f"{url}?q={i}"
+        assert isinstance(request, ParsedHead) and request.target == f"{url}?q={i}"
         assert head in front.heads
         assert front.head_bytes == sum(len(h) for h in front.heads) <= 400
         sizes.append(len(front.heads))
@@ -105,10 +106,10 @@ async def test_a_kept_head_is_not_for_a_client_that_is_not_allowed(make_proxy, o
     """The client check is made per connection, before the kept heads are looked at."""
     proxy, url = await offline_in_memory(make_proxy, origin)
     head = f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
-    assert connection(proxy)._parse(head) is not None
+    assert isinstance(connection(proxy)._parse(head), ParsedHead)
     stranger = FastFront(proxy.running.front)
     stranger.peer = "192.0.2.7"
-    assert stranger._parse(head) is None
+    assert stranger._parse(head) is ToAiohttp.CLIENT
 
 
 async def test_kept_decisions_are_the_policys_in_every_mode(make_proxy, origin):
@@ -121,7 +122,7 @@ async def test_kept_decisions_are_the_policys_in_every_mode(make_proxy, origin):
         await proxy.control(mode=mode)
         for head, fast in heads(url):
             request = connection(proxy)._parse(head)
-            if not fast or request is None:
+            if not fast or not isinstance(request, ParsedHead):
                 continue
             url_of = running.front.route(request.target)
             cached = store.lookup_hot(url_of, url_of.file, request.header_list)
@@ -174,7 +175,7 @@ async def test_the_joined_answer_is_the_head_and_body_made_anew(make_proxy, orig
     that moment with the body after it, as a copy never answered before would have it."""
     proxy, url = await offline_in_memory(make_proxy, origin)
     request = connection(proxy)._parse(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-    assert request is not None
+    assert isinstance(request, ParsedHead)
     url_of = proxy.running.front.route(request.target)
     cached = proxy.running.services.store.lookup_hot(url_of, url_of.file, request.header_list)
     rendered = RenderedHead.of(cached)

@@ -9,7 +9,10 @@ first, as aiohttp's path would).  Anything else, from the first byte of that req
 handed to aiohttp's request handler on the same connection, so every rule of the aiohttp path
 (malformed and smuggled requests refused, CONNECT, command pages, misses, revalidation,
 non-GET, ranges, WebSockets) holds unchanged: the fast path only ever answers what the aiohttp
-path would have answered the same way.
+path would have answered the same way.  The heads are cut and read without sockets
+(:mod:`.request_head`); whether a request is answered here, with what bytes, or why aiohttp
+answers it (:class:`~.replay.ToAiohttp`) is :func:`~.replay.plan_fast_answer`'s.  This module
+carries that out on the connection.
 
 What a memory hit repeats is kept (it costs about 29 µs of CPU where Squid spends about 39):
 request heads as parsed, by their bytes; offline, the policy's decision per copy and head;
@@ -24,26 +27,15 @@ import dataclasses
 import itertools
 import logging
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-import httptools
-from multidict import CIMultiDict
-
 from ..archive.memory import MAX_OBJECT
-from ..http.headers import get_header
 from ..http.policy import Action, timeless
 from ..url import URL, InvalidURL, canonicalize
-from .fast_heads import (
-    JOINED_BODY,
-    HeadReader,
-    ParsedHead,
-    RenderedHead,
-    accepts,
-    connection_line,
-    http_now,
-)
 from .limits import ConnectionCaps, refusal
-from .replay import allowed_address, plan_replay, sendable_headers, url_rule
+from .replay import ToAiohttp, allowed_address, plan_fast_answer
+from .request_head import MAX_HEAD, HeadReader, HeadStream, ParsedHead, Step
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -65,9 +57,6 @@ HEAD_TIMEOUT = 20.0
 #: seconds a connection refused by a cap is kept to let the browser read the 503 (its input is
 #: dropped meanwhile, and it no longer counts against the caps)
 REFUSED_LINGER = 1.0
-MAX_BUFFERED = 4 * 1024 * 1024  # answers waiting for a slow browser before aiohttp takes over
-MAX_HEAD = 16 * 1024  # as aiohttp's max_line_size/max_field_size: longer heads go to aiohttp
-_FAST_START = b"GET http://"  # how every request the fast path answers begins
 
 
 #: targets whose route (:meth:`FrontListener.route`) is remembered, per configuration
@@ -82,8 +71,6 @@ KEPT_HEAD = 2048
 #: mode's decisions do not depend on the moment (:func:`~wwwproxy.http.policy.timeless`)
 ACTIONS_KEPT = 16
 _SERIALS = itertools.count(1)  # ParsedHead.serial of the heads kept
-#: what :meth:`FastFront._take` did with a request head
-_ANSWERED, _PENDING, _NOT_OURS = 0, 1, 2
 
 
 def _route(target: str, services: Services) -> URL | None:
@@ -144,36 +131,26 @@ class FastFront(asyncio.Protocol):
 
     def __init__(self, listener: FrontListener) -> None:
         self.listener = listener
-        server, handler_factory, open_set = (
-            listener.server,
-            listener.handler_factory,
-            listener.connections,
-        )
-        self.server = server
-        self.handler_factory = handler_factory
-        self.open_set = open_set
+        self.server = listener.server
         self.transport: asyncio.Transport | None = None
         self.loop = asyncio.get_running_loop()
         #: the transport as counted by the connection caps, until it ends or is handed on
         self.counted: asyncio.BaseTransport | None = None
-        self.buffer = bytearray()
+        #: what the browser sent and was not answered yet, cut into heads
+        self.stream = HeadStream()
+        #: reads the heads not kept by their bytes (made for the first of them)
+        self.reader: HeadReader | None = None
         self.peer: str | None = None
         self.busy = False  # a copy is being looked up on disk for the first request
-        self.eof = False
         self.pending: asyncio.Future[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.active = 0.0  # loop time of the last request answered (or of the connection)
         self.allowed = False  # is the client allowed (by allowed_for, the config's networks)
         self.allowed_for: object = None
-        self.parser: httptools.HttpRequestParser | None = None
-        self.parsed = HeadReader()
         #: fires HEAD_TIMEOUT after a partial head was first seen, unless it completed
         self.head_timer: asyncio.TimerHandle | None = None
         self.paused = False  # reading paused: too much pipelined while a copy is looked up
         self.refusing = False  # over a connection cap: answered 503, input dropped until closed
-        #: where the search for the end of the head resumes (a head sent byte by byte is not
-        #: searched from its start on every byte)
-        self.scanned = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -190,7 +167,7 @@ class FastFront(asyncio.Protocol):
             self._refuse(transport, refusal(refused))  # type: ignore[arg-type]
             return
         self.counted = transport
-        self.open_set.add(self)
+        self.listener.connections.add(self)
         self._arm()
 
     def _refuse(self, transport: asyncio.Transport, answer: bytes) -> None:
@@ -237,42 +214,33 @@ class FastFront(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.refusing:
             return
-        if (
-            not self.buffer
-            and not self.busy
-            and self.transport is not None
-            and 0 <= data.find(b"\r\n\r\n") == len(data) - 4
-        ):
+        stream = self.stream
+        if not self.busy and self.transport is not None and stream.sole_head(data):
             # the usual: one whole head and nothing after it, answered without buffering
             try:
-                taken = self._take(data)
+                why = self._take(data)
             except Exception:  # noqa: BLE001 (never lose the request: aiohttp answers it)
                 log.exception("fast front: handing the request to aiohttp")
-                taken = _NOT_OURS
-            if taken == _ANSWERED:
-                return
-            self.buffer += data  # what aiohttp is handed, or the disk lookup takes off
-            if taken == _NOT_OURS:
-                self._hand_off()
+                why = ToAiohttp.FAILED
+            if why is None and not self.busy:
+                return  # answered
+            stream.receive(data)  # what aiohttp is handed, or the disk lookup takes off
+            stream.head = data
+            if why is not None:
+                self._hand_off(why)
             return
-        self.buffer += data
+        stream.receive(data)
         if not self.busy:
             try:
                 self._process()
             except Exception:  # noqa: BLE001 (never lose the request: aiohttp answers it)
                 log.exception("fast front: handing the request to aiohttp")
-                self._hand_off()
-        elif len(self.buffer) > MAX_HEAD and not self.paused and self.transport is not None:
+                self._hand_off(ToAiohttp.FAILED)
+        elif len(stream.buffer) > MAX_HEAD and not self.paused and self.transport is not None:
             # a browser pipelining while a copy is read from disk: hold the rest in the
             # socket, not in memory, until the lookup is done
             self.paused = True
             self.transport.pause_reading()
-
-    def _head_started(self) -> None:
-        """A head is in the buffer but not whole yet: it has HEAD_TIMEOUT to complete."""
-        if self.head_timer is None:
-            loop = asyncio.get_running_loop()
-            self.head_timer = loop.call_later(HEAD_TIMEOUT, self._head_late)
 
     def _head_done(self) -> None:
         if self.head_timer is not None:
@@ -283,58 +251,50 @@ class FastFront(asyncio.Protocol):
         """The partial head did not complete in time: 408 (no answer is being written: the
         fast front writes each answer whole), and close."""
         self.head_timer = None
-        if self.transport is None or self.busy or not self.buffer:
+        if self.transport is None or self.busy:
+            return
+        answer = self.stream.late()
+        if answer is None:
             return
         transport, self.transport = self.transport, None
-        transport.write(
-            b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        )
+        transport.write(answer)
         transport.close()
 
     def _process(self) -> None:
         """Answer the complete request heads in the buffer, in order, until one is not ours."""
+        stream = self.stream
         while self.transport is not None and not self.busy:
-            if not self.buffer:  # all answered (the usual way out)
-                if self.eof:
-                    self._finish_eof()
-                return
-            end = self.buffer.find(b"\r\n\r\n", self.scanned)
-            if end < 0:
-                if (
-                    len(self.buffer) > MAX_HEAD
-                    or self.buffer.find(b"\n\n", self.scanned) >= 0
-                    or not _FAST_START.startswith(self.buffer[:11])
-                ):
-                    # too long, bare line feeds, or never a fast request: aiohttp judges it
-                    # as it comes (garbage at once; a head sent slowly in its keep-alive time)
-                    self._hand_off()
-                elif self.eof:
-                    self._finish_eof()
-                elif self.buffer:
-                    self.scanned = len(self.buffer) - 3 if len(self.buffer) > 3 else 0
-                    self._head_started()
-                return
-            self.scanned = 0
-            if self.head_timer is not None:
-                self._head_done()  # this head is whole; a partial one after it starts anew
-            taken = self._take(bytes(self.buffer[: end + 4]))
-            if taken == _NOT_OURS:
-                self._hand_off()
-                return
-            if taken == _PENDING:
-                return
-            del self.buffer[: end + 4]
+            step = stream.next()
+            if step is Step.HEAD:
+                if self.head_timer is not None:
+                    self._head_done()  # this head is whole; a partial one after it starts anew
+                why = self._take(stream.head)
+                if why is not None:
+                    self._hand_off(why)
+                    return
+                if not self.busy:
+                    stream.taken()
+                continue
+            if step is Step.PARTIAL:
+                if self.head_timer is None:
+                    self.head_timer = self.loop.call_later(HEAD_TIMEOUT, self._head_late)
+            elif step is Step.HAND_OFF:
+                assert stream.why is not None
+                self._hand_off(stream.why)
+            elif step is Step.CLOSE:
+                self._finish_eof()
+            return  # Step.WAIT: all answered (the usual way out)
 
-    def _take(self, head: bytes) -> int:
-        """Answer one whole request head from memory (_ANSWERED); or start looking for its
-        copy on disk (_PENDING: the head stays in the buffer until that is done); or leave
-        it to aiohttp (_NOT_OURS)."""
+    def _take(self, head: bytes) -> ToAiohttp | None:
+        """Answer one whole request head from memory; or start looking for its copy on disk
+        (``busy``: the head stays in the buffer until that is done); or say why aiohttp's
+        path answers it."""
         request = self._parse(head)
-        if request is None:
-            return _NOT_OURS
+        if not isinstance(request, ParsedHead):
+            return request
         url = self.listener.route(request.target)
         if url is None:
-            return _NOT_OURS
+            return ToAiohttp.TARGET
         services = self.server.services
         cached = services.store.lookup_hot(
             url, url.file, request.header_list, prefer_good=services.config.keep_good_copy
@@ -343,11 +303,11 @@ class FastFront(asyncio.Protocol):
             # not in memory: look on disk in a worker thread (what aiohttp's path would
             # do), and go on with this connection when that is done
             self.busy = True
-            self.pending = asyncio.ensure_future(self._from_disk(request, url, len(head)))
-            return _PENDING
-        return _ANSWERED if self._answer(request, url, cached) else _NOT_OURS
+            self.pending = asyncio.ensure_future(self._from_disk(request, url))
+            return None
+        return self._answer(request, url, cached)
 
-    async def _from_disk(self, request: ParsedHead, url: URL, length: int) -> None:
+    async def _from_disk(self, request: ParsedHead, url: URL) -> None:
         store = self.server.services.store
         try:
             cached = await asyncio.to_thread(_read_copy, store, request, url, self._good())
@@ -360,14 +320,15 @@ class FastFront(asyncio.Protocol):
             self.paused = False
             self.transport.resume_reading()
         try:
-            if cached is None or not self._answer(request, url, cached):
-                self._hand_off()
+            why = ToAiohttp.NOT_CACHED if cached is None else self._answer(request, url, cached)
+            if why is not None:
+                self._hand_off(why)
                 return
-            del self.buffer[:length]
+            self.stream.taken()
             self._process()
         except Exception:  # noqa: BLE001 (as in data_received)
             log.exception("fast front: handing the request to aiohttp")
-            self._hand_off()
+            self._hand_off(ToAiohttp.FAILED)
 
     def _good(self) -> bool:
         return self.server.services.config.keep_good_copy
@@ -375,7 +336,7 @@ class FastFront(asyncio.Protocol):
     def eof_received(self) -> bool | None:
         if self.refusing:
             return None  # the refused browser is done: close
-        self.eof = True
+        self.stream.receive_eof()
         if self.busy:
             return True  # the answer being looked up is still sent
         # nothing, or part of a head, that can never be answered: closed, as aiohttp closes
@@ -392,7 +353,7 @@ class FastFront(asyncio.Protocol):
             self.listener.caps.release(self.counted, self.peer)
             self.counted = None
         self.transport = None
-        self.open_set.discard(self)
+        self.listener.connections.discard(self)
         if self.timer is not None:
             self.timer.cancel()
         self._head_done()
@@ -401,22 +362,24 @@ class FastFront(asyncio.Protocol):
 
     # --- the fast answer -------------------------------------------------------------------
 
-    def _parse(self, head: bytes) -> ParsedHead | None:
-        """A request the fast path may answer: a plain GET of an http:// URL, no body, no
-        upgrade, from an allowed client, not looping; else None.  (Whether the URL is one
-        the fast path answers is :meth:`FrontListener.route`'s.)"""
+    def _parse(self, head: bytes) -> ParsedHead | ToAiohttp:
+        """The head as the fast path reads it (:meth:`HeadReader.read`), from an allowed
+        client; kept by its bytes.  (Whether the URL is one the fast path answers is
+        :meth:`FrontListener.route`'s.)"""
         networks = self.server.services.config.allowed_clients
         if self.allowed_for is not networks:  # once per connection (and config)
             self.allowed = self.peer is not None and allowed_address(self.peer, networks)
             self.allowed_for = networks
         if not self.allowed:
-            return None
+            return ToAiohttp.CLIENT
         heads = self.listener.heads
-        request = heads.get(head)
-        if request is not None:
-            return request
-        request = self._parse_new(head)
-        if request is not None and len(head) <= KEPT_HEAD:
+        kept = heads.get(head)
+        if kept is not None:
+            return kept
+        if self.reader is None:
+            self.reader = HeadReader()
+        request = self.reader.read(head)
+        if isinstance(request, ParsedHead) and len(head) <= KEPT_HEAD:
             listener = self.listener
             if listener.head_bytes + len(head) > HEAD_BYTES_KEPT:
                 heads.clear()
@@ -426,119 +389,57 @@ class FastFront(asyncio.Protocol):
             listener.head_bytes += len(head)
         return request
 
-    def _parse_new(self, head: bytes) -> ParsedHead | None:
-        """:meth:`_parse` of a head not seen yet: httptools reads it."""
-        if not head.startswith(b"GET http://") or len(head) > MAX_HEAD:
-            return None
-        # one parser per connection, each head fed from its start: a head that fails, or
-        # one that ends the connection (Connection: close, HTTP/1.0), is its last one here
-        if self.parser is None:
-            self.parsed = HeadReader()
-            self.parser = httptools.HttpRequestParser(self.parsed)
-        parsed, parser = self.parsed, self.parser
-        try:
-            parser.feed_data(head)
-        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
-            # malformed, or an upgrade (httptools raises for that, and it is not one of its
-            # errors): aiohttp judges it, and a hostile head is no traceback in the log
-            return None
-        if not parsed.complete or parsed.slow or parsed.looped or parser.should_upgrade():
-            return None
-        version = parser.get_http_version()
-        if version != "1.1" and version != "1.0":
-            return None  # "HTTP/2.0" in a text head: not an answer this path gives
-        return ParsedHead(
-            parsed.url.decode("latin-1"),
-            CIMultiDict(parsed.headers),
-            parsed.headers,
-            version,
-            parser.should_keep_alive(),
-            parsed.conditional,
-        )
-
-    def _answer(self, request: ParsedHead, url: URL, cached: CachedEntry) -> bool:
-        """Answer from ``cached`` (in memory) if the policy serves it; False hands it on."""
-        if cached.body is None:
-            return False  # too large for memory: aiohttp's path streams it from disk
+    def _answer(self, request: ParsedHead, url: URL, cached: CachedEntry) -> ToAiohttp | None:
+        """Answer from ``cached`` as :func:`~.replay.plan_fast_answer` plans; or say why
+        aiohttp's path answers instead."""
         server = self.server
-        services = server.services
-        config = services.config
-        if config.modify_html and url_rule(config.modify_html, cached) is not None:
-            return False  # a URL modify_html covers (changed, or its scripts off): aiohttp's
         transport = self.transport
         assert transport is not None
-        if transport.get_write_buffer_size() > MAX_BUFFERED:
-            return False  # a browser that does not read: aiohttp's flow control takes over
-        if not server.may_serve(cached, request.header_list):
-            return False  # a copy for other credentials: aiohttp's path fetches or queues
-        if config.replay_set_cookie and get_header(cached.headers, "Set-Cookie"):
-            return False  # the heads made here leave Set-Cookie out: aiohttp's path sends it
-        if _action(server, request, url, cached) is not Action.SERVE:
-            return False
         now = time.time()  # the one clock read of the answer (Date, Age, the access log)
-        if request.conditional:
-            head, status, send_body = self._planned_head(request, cached)
-            if head is None:
-                return False
-            data: bytes | None = None
+        answer = plan_fast_answer(
+            request,
+            cached,
+            server.services.config,
+            admitted=server.may_serve(cached, request.header_list),
+            action=_action(server, request, url, cached),
+            backlog=transport.get_write_buffer_size(),
+            pipelined=len(self.stream.buffer) > len(self.stream.head),
+            now=now,
+        )
+        if isinstance(answer, ToAiohttp):
+            return answer
+        if answer.body:
+            transport.writelines((answer.head, answer.body))  # one writev, the body not copied
         else:
-            rendered = RenderedHead.of(cached)
-            if rendered.coding is not None and not accepts(
-                request.headers.get("Accept-Encoding"), rendered.coding
-            ):
-                return False  # decoding on the way out streams: the aiohttp path does it
-            status, send_body = rendered.status, True
-            if request.keep_alive and request.version == "1.1":
-                data = rendered.usual(now)
-                head = rendered.kept_alive
-            else:
-                data, head = None, rendered.head(request.version, request.keep_alive, now)
-        body = cached.body if send_body else b""
-        if data is not None:
-            transport.write(data)
-        elif len(body) > JOINED_BODY:
-            transport.writelines((head, body))  # one writev, the body not copied
-        else:
-            transport.write(head + body)
+            transport.write(answer.head)
         server.access_log.add(  # the line aiohttp's path writes (accesslog.AccessLogger)
-            self.peer, "GET", request.target, status, len(body), time.time() - now, "HIT", now
+            self.peer,
+            "GET",
+            request.target,
+            answer.status,
+            answer.length,
+            time.time() - now,
+            "HIT",
+            now,
         )
         self.listener.answered += 1
         self.active = self.loop.time()  # what _arm notes (its timer is set already)
         if self.timer is None:
             self._arm()
-        if not request.keep_alive:
+        if answer.close:
             transport.close()
             self.transport = None
-        return True
-
-    @staticmethod
-    def _planned_head(request: ParsedHead, cached: CachedEntry) -> tuple[bytes | None, int, bool]:
-        """The head for a request with the browser's own conditions (maybe a 304), planned
-        in full as the aiohttp path does; None when the answer must be decoded on the way."""
-        replay = plan_replay(cached, "GET", request.headers)
-        if replay.decoder is not None:
-            return None, 0, False
-        version = request.version
-        out = [f"HTTP/{version} {replay.status} {replay.reason}".encode("latin-1")]
-        for name, value in sendable_headers(replay.headers):
-            out.append(f"{name}: {value}".encode())
-        if not any(name.lower() == "date" for name, _ in replay.headers):
-            out.append(b"Date: " + http_now())
-        head = b"".join(line + b"\r\n" for line in out)
-        return (
-            head + connection_line(version, request.keep_alive) + b"\r\n",
-            replay.status,
-            replay.send_body,
-        )
+        return None
 
     # --- everything else ------------------------------------------------------------------
 
-    def _hand_off(self) -> None:
+    def _hand_off(self, why: ToAiohttp) -> None:
         """The connection goes to aiohttp from this request on: a new request handler, as for
         a new connection, fed what was read and not answered."""
+        listener = self.listener
+        listener.handed[why] += 1
         transport, self.transport = self.transport, None
-        self.open_set.discard(self)
+        listener.connections.discard(self)
         self.counted = None  # still counted by the caps, until aiohttp closes it
         if self.timer is not None:
             self.timer.cancel()
@@ -549,13 +450,13 @@ class FastFront(asyncio.Protocol):
         if self.paused:
             self.paused = False
             transport.resume_reading()
-        handler: Any = self.handler_factory()
+        handler: Any = listener.handler_factory()
         transport.set_protocol(handler)
         handler.connection_made(transport)
-        if self.buffer:
-            data, self.buffer = bytes(self.buffer), bytearray()
+        data = self.stream.drain()
+        if data:
             handler.data_received(data)
-        if self.eof:
+        if self.stream.ended:
             # the browser has sent all it will: aiohttp answers what came whole and then
             # closes (it never saw the end of input, and would wait for more)
             handler.close()
@@ -573,6 +474,8 @@ class FrontListener:
         self.listener: asyncio.Server | None = None
         #: requests the fast path answered (the rest went to aiohttp)
         self.answered = 0
+        #: connections handed to aiohttp, by why
+        self.handed: Counter[ToAiohttp] = Counter()
         #: request head -> how it was parsed, for the heads the fast path may answer
         #: (:meth:`FastFront._parse`; a function of the head's bytes alone)
         self.heads: dict[bytes, ParsedHead] = {}

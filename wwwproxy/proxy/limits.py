@@ -21,6 +21,8 @@ import time
 import weakref
 from dataclasses import dataclass
 
+from .heads import closing_answer
+
 __all__ = ["ConnectionCaps", "refusal", "room_for_connections"]
 
 log = logging.getLogger("wwwproxy.proxy")
@@ -57,13 +59,11 @@ def refusal(reason: Refused) -> bytes:
         text = f"too many connections from your address ({reason.key}: {reason.cap})\n"
     else:
         text = f"the proxy has too many connections ({reason.key}: {reason.cap})\n"
-    body = text.encode()
-    return (
-        b"HTTP/1.1 503 Service Unavailable\r\n"
-        b"Content-Type: text/plain; charset=utf-8\r\n"
-        b"Retry-After: 5\r\n"
-        b"Content-Length: " + str(len(body)).encode() + b"\r\n"
-        b"Connection: close\r\n\r\n" + body
+    return closing_answer(
+        503,
+        "Service Unavailable",
+        [("Content-Type", "text/plain; charset=utf-8"), ("Retry-After", "5")],
+        text.encode(),
     )
 
 

@@ -1,18 +1,22 @@
 """Answering from the cache, as data: the status line, headers and body decoding of a replay,
-shared by the aiohttp path (:mod:`.server`) and the fast front (:mod:`.front`); and the two
-checks both fronts make on every request."""
+shared by the aiohttp path (:mod:`.server`) and the fast front (:mod:`.front`); whether the
+fast front may answer a request itself, and with what bytes (:func:`plan_fast_answer`), or
+why aiohttp's path answers it (:class:`ToAiohttp`); and the two checks both fronts make on
+every request."""
 
 from __future__ import annotations
 
+import enum
 import functools
 import ipaddress
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..archive.store import CachedEntry, Store
-from ..config import ModifyHTMLRule
+from ..config import Config, ModifyHTMLRule
 from ..fetch.html_links import prescan_charset
 from ..fetch.links import canonical_link, decode_bom, decode_text, page_base, web_codec
 from ..http.content import ContentDecoder, charset_param, decode_content, decodes
@@ -29,6 +33,7 @@ from ..http.modify_html import (
     rule_for,
 )
 from ..http.policy import (
+    Action,
     accepts_coding,
     current_age,
     not_modified,
@@ -37,15 +42,26 @@ from ..http.policy import (
 )
 from ..recording.engine import PSEUDONYM
 from ..url import InvalidURL, canonicalize
+from .heads import connection_line, header_lines, http_now, sendable_headers, status_line
+
+if TYPE_CHECKING:
+    from .request_head import ParsedHead
 
 __all__ = [
+    "JOINED_BODY",
+    "MAX_BUFFERED",
+    "FastAnswer",
+    "RenderedHead",
     "Replay",
+    "ToAiohttp",
+    "accepts",
     "allowed_address",
     "bodiless",
     "cached_keys",
     "html_start_tags",
     "modified_page",
     "page_rule",
+    "plan_fast_answer",
     "plan_replay",
     "sendable_headers",
 ]
@@ -121,6 +137,209 @@ def plan_replay(
     return Replay(status, reason, headers, send_body, decoder)
 
 
+# --- the fast front's answer ------------------------------------------------------------------
+
+#: bodies up to this are joined to their head for one write; larger ones are not copied
+JOINED_BODY = 16 * 1024
+#: bytes waiting for a browser that does not read, past which aiohttp's flow control answers
+MAX_BUFFERED = 4 * 1024 * 1024
+
+
+class ToAiohttp(enum.Enum):
+    """Why the fast front leaves a request to aiohttp's path (from the first byte of that
+    request on): each is something that path does that the fast answer does not."""
+
+    CLIENT = "a client the allowed networks leave out (refused)"
+    NOT_PLAIN_GET = "not a GET of an http:// URL in absolute form"
+    HEAD_TOO_LONG = "a head longer than aiohttp's line and field limits"
+    BARE_LINE_FEEDS = "lines ended by a bare line feed"
+    MALFORMED = "a head httptools refuses (or that is not a whole message)"
+    VERSION = "an HTTP version other than 1.0 and 1.1"
+    UPGRADE = "an upgrade (a WebSocket)"
+    BODY = "a request body (Content-Length, Transfer-Encoding)"
+    EXPECT = "an Expect header"
+    PROXY_AUTHORIZATION = "a Proxy-Authorization header"
+    LOOP = "our own pseudonym in a Via header (a loop)"
+    AFTER_CLOSE = "bytes after a request that closes the connection (aiohttp refuses them)"
+    TARGET = "a URL the cache does not answer: not http, the proxy's own, filtered, invalid"
+    NOT_CACHED = "no copy of it (a miss)"
+    NOT_IN_MEMORY = "a copy too large for memory: streamed from disk"
+    MODIFY_HTML = "a URL a modify_html rule covers (changed, or its scripts off)"
+    BACKLOG = "a browser that does not read its answers (flow control)"
+    CREDENTIALS = "a copy for other credentials"
+    SET_COOKIE = "a copy whose Set-Cookie is replayed"
+    POLICY = "the policy says other than serve (fetch, revalidate, queue...)"
+    DECODE = "a coding the browser does not take: decoded on the way out"
+    FAILED = "an error in the fast path (logged)"
+
+
+class FastAnswer(NamedTuple):
+    """The fast front's whole answer to one request: written as ``head`` then ``body``."""
+
+    status: int
+    head: bytes  # the head, with the body joined when it is small (then ``body`` is empty)
+    body: bytes  # a large body, written after the head without copying it
+    length: int  # the body's length (the access log's)
+    close: bool  # the connection ends after the answer
+
+
+def plan_fast_answer(
+    request: ParsedHead,
+    cached: CachedEntry,
+    config: Config,
+    *,
+    admitted: bool,
+    action: Action,
+    backlog: int,
+    pipelined: bool,
+    now: float,
+) -> FastAnswer | ToAiohttp:
+    """May the fast front answer ``request`` from ``cached`` (a copy with its body read),
+    and with what bytes at ``now`` (``time.time()``); else why aiohttp's path answers it.
+    ``admitted`` is :meth:`~.server.ProxyServer.may_serve`, ``action`` what the policy says
+    (:meth:`~.server.ProxyServer.action_for`), ``backlog`` the bytes not yet written to the
+    browser, ``pipelined`` whether bytes came after the request.  The fast answer is only
+    ever the one aiohttp's path would give, and it closes the connection when that does."""
+    version, keep_alive = request.version, request.keep_alive
+    if pipelined and not keep_alive:
+        return ToAiohttp.AFTER_CLOSE
+    body = cached.body
+    if body is None:
+        return ToAiohttp.NOT_IN_MEMORY
+    if config.modify_html and url_rule(config.modify_html, cached) is not None:
+        return ToAiohttp.MODIFY_HTML
+    if backlog > MAX_BUFFERED:
+        return ToAiohttp.BACKLOG
+    if not admitted:
+        return ToAiohttp.CREDENTIALS
+    if config.replay_set_cookie and get_header(cached.headers, "Set-Cookie"):
+        return ToAiohttp.SET_COOKIE  # the heads made here leave Set-Cookie out
+    if action is not Action.SERVE:
+        return ToAiohttp.POLICY
+    if request.conditional:  # the browser's own validators (maybe a 304): planned in full
+        replay = plan_replay(cached, "GET", request.headers)
+        if replay.decoder is not None:
+            return ToAiohttp.DECODE
+        date = b"" if get_header(replay.headers, "Date") else b"Date: " + http_now() + b"\r\n"
+        head = (
+            status_line(version, replay.status, replay.reason)
+            + header_lines(replay.headers)
+            + date
+            + connection_line(version, keep_alive)
+            + b"\r\n"
+        )
+        status = replay.status
+        if not replay.send_body:
+            body = b""
+    else:
+        rendered = RenderedHead.of(cached)
+        if rendered.coding is not None and not accepts(
+            request.headers.get("Accept-Encoding"), rendered.coding
+        ):
+            return ToAiohttp.DECODE
+        status = rendered.status
+        if keep_alive and version == "1.1":
+            joined = rendered.usual(now)
+            if joined is not None:
+                return FastAnswer(status, joined, b"", len(body), False)
+            head = rendered.kept_alive
+        else:
+            head = rendered.head(version, keep_alive, now)
+    if len(body) > JOINED_BODY:
+        return FastAnswer(status, head, body, len(body), not keep_alive)
+    return FastAnswer(status, head + body, b"", len(body), not keep_alive)
+
+
+@functools.lru_cache(maxsize=256)
+def accepts(accept_encoding: str | None, coding: str) -> bool:
+    """accepts_coding, cached: browsers send the same few Accept-Encoding values."""
+    return accepts_coding(accept_encoding, coding)
+
+
+class RenderedHead:
+    """A memory copy's answer head rendered once, for requests without the browser's own
+    conditions: everything but ``Age``, ``Date`` (when the recording has none) and
+    ``Connection``, which depend on the moment and the request."""
+
+    __slots__ = (
+        "status",
+        "status_reason",
+        "lines",
+        "after_age",
+        "http11",
+        "recorded",
+        "initial_age",
+        "date",
+        "coding",
+        "moment",
+        "kept_alive",
+        "joined",
+        "body",
+    )
+
+    def __init__(self, entry: CachedEntry) -> None:
+        # as for a browser that takes any coding: one that does not is checked per request
+        replay = plan_replay(entry, "GET", {"Accept-Encoding": "*"})
+        self.status = replay.status
+        self.status_reason = replay.reason
+        #: the header lines before Age (which is made per answer), and after it
+        at = next(i for i, (n, _) in enumerate(replay.headers) if n.lower() == "age")
+        self.lines = header_lines(replay.headers[:at])
+        self.after_age = header_lines(replay.headers[at + 1 :])
+        self.http11 = status_line("1.1", replay.status, replay.reason) + self.lines
+        self.recorded = entry.date.timestamp()
+        age = get_header(entry.headers, "Age")
+        self.initial_age = current_age(entry.date, entry.date, age)
+        self.date = not any(n.lower() == "date" for n, _ in replay.headers)
+        coding = get_header(entry.headers, "Content-Encoding")
+        #: a coding the browser must accept, or the aiohttp path decodes it on the way
+        self.coding = coding if coding and not bodiless(entry) and decodes(coding) else None
+        #: the HTTP/1.1 keep-alive head (the usual one) as made at ``moment`` (the second
+        #: of Date, and of the time in the cache): Age and Date change once a second
+        self.moment = (-1, -1)
+        self.kept_alive = b""
+        #: ``kept_alive`` and the body, for a body small enough to join (else None)
+        self.joined: bytes | None = None
+        self.body = entry.body if entry.body is not None else b""
+
+    @classmethod
+    def of(cls, entry: CachedEntry) -> RenderedHead:
+        """The entry's rendered head, made on its first answer and kept with it."""
+        rendered = entry.memo.get("front.head")
+        if rendered is None:
+            rendered = entry.memo["front.head"] = cls(entry)
+        return rendered
+
+    def head(self, version: str, keep_alive: bool, now: float) -> bytes:
+        """The head for an answer at ``now`` (``time.time()``)."""
+        resident = int(now - self.recorded)
+        usual = keep_alive and version == "1.1"
+        if usual and (int(now), resident) == self.moment:
+            return self.kept_alive
+        age = self.initial_age + max(0, resident)
+        if usual:
+            head = self._make(self.http11, age, b"")
+            self.moment, self.kept_alive = (int(now), resident), head
+            self.joined = head + self.body if len(self.body) <= JOINED_BODY else None
+            return head
+        if version == "1.1":
+            start = self.http11
+        else:
+            start = status_line(version, self.status, self.status_reason) + self.lines
+        return self._make(start, age, connection_line(version, keep_alive))
+
+    def usual(self, now: float) -> bytes | None:
+        """The whole HTTP/1.1 keep-alive answer at ``now``, head and body in one bytes
+        (made once per moment, as its head), or None when the body is not joined."""
+        if (int(now), int(now - self.recorded)) != self.moment:
+            self.head("1.1", True, now)
+        return self.joined
+
+    def _make(self, start: bytes, age: int, connection: bytes) -> bytes:
+        date = b"Date: " + http_now() + b"\r\n" if self.date else b""
+        return b"%sAge: %d\r\n%s%s%s\r\n" % (start, age, self.after_age, date, connection)
+
+
 @functools.lru_cache(maxsize=1024)
 def allowed_address(
     peer: str, networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
@@ -134,20 +353,6 @@ def allowed_address(
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped:
         addr = addr.ipv4_mapped
     return any(addr in net for net in networks)
-
-
-def sendable_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Headers aiohttp can write: it writes text as UTF-8 and silently drops the escaped bytes
-    of a value that was not UTF-8, so such a value is sent read as ISO-8859-1 instead (the
-    archive keeps the exact bytes)."""
-    out = []
-    for name, value in headers:
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            value = value.encode("utf-8", "surrogateescape").decode("latin-1")
-        out.append((name, value))
-    return out
 
 
 def bodiless(cached: CachedEntry) -> bool:

@@ -45,6 +45,7 @@ from ..url import URL, InvalidURL, canonicalize
 from ..url.requestkey import request_key
 from . import front
 from .accesslog import LOGGED_URL, AccessLog
+from .heads import closing_answer
 from .intercept import Interceptor
 from .pages import page_response
 from .replay import (
@@ -696,19 +697,20 @@ def _framing_refusal(request: web.BaseRequest) -> web.Response | None:
         # answered in HTTP/1.1 (aiohttp would echo the request's version in the status line,
         # which the client does not speak), then closed
         if request.version == (0, 9):  # no version at all: a malformed request line
-            status, reason = b"400", b"Bad Request"
+            status, reason = 400, "Bad Request"
             body = b"The request line is not valid HTTP/1.x.\n"
         else:
-            status, reason = b"505", b"HTTP Version Not Supported"
+            status, reason = 505, "HTTP Version Not Supported"
             body = b"This proxy speaks HTTP/1.0 and HTTP/1.1.\n"
         transport = request.transport
         if transport is not None and not transport.is_closing():
             transport.write(
-                b"HTTP/1.1 %s %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
-                b"Connection: close\r\nX-Cache: MISS\r\n\r\n%s" % (status, reason, len(body), body)
+                closing_answer(
+                    status, reason, [("Content-Type", "text/plain"), ("X-Cache", "MISS")], body
+                )
             )
         request.protocol.force_close()
-        return web.Response(status=int(status))  # not sent: the connection is closed
+        return web.Response(status=status)  # not sent: the connection is closed
     if "Transfer-Encoding" in request.headers and "Content-Length" in request.headers:
         return page_response(
             400, "Bad request", "Both Transfer-Encoding and Content-Length: refused."
