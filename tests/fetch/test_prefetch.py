@@ -175,13 +175,14 @@ async def test_second_run_fetches_only_errors_and_browsing_offline_serves_it_all
     tmp_path: Path, site: Site
 ) -> None:
     cache = tmp_path / "cache"
-    first = await crawl(cache, [site.url("/")], depth=2, requisites=True)
+    saving = Config(cache=cache, request_changed=600)  # WWWOFFLE's saving rule
+    first = await crawl(cache, [site.url("/")], depth=2, requisites=True, config=saving)
     assert outcomes(first, site) == FULL
     site.take_hits()
 
     # within request_changed (600 s) of the first run every good copy is fresh; the 404s are
     # never fresh (an error page is what the cache wants to replace), so they are asked again
-    second = await crawl(cache, [site.url("/")], depth=2, requisites=True)
+    second = await crawl(cache, [site.url("/")], depth=2, requisites=True, config=saving)
     assert sorted(site.take_hits()) == ["/missing.html", "other:/robots.txt"]
     again = {k: (R if v == F else v) for k, v in FULL.items()}
     again["other:/robots.txt"] = F  # a 404: asked again, and an answer all the same
@@ -213,9 +214,11 @@ async def test_second_run_fetches_only_errors_and_browsing_offline_serves_it_all
 
 async def test_interrupted_run_resumes_from_the_cache(tmp_path: Path, site: Site) -> None:
     cache = tmp_path / "cache"
-    await crawl(cache, [site.url("/"), site.url("/a.html")])  # "interrupted" after two pages
+    saving = Config(cache=cache, request_changed=600)  # WWWOFFLE's saving rule
+    # "interrupted" after two pages
+    await crawl(cache, [site.url("/"), site.url("/a.html")], config=saving)
     site.take_hits()
-    summary = await crawl(cache, [site.url("/")], depth=1)
+    summary = await crawl(cache, [site.url("/")], depth=1, config=saving)
     got = outcomes(summary, site)
     assert got["/"] == R and got["/a.html"] == R
     # the fresh page's links were still followed
@@ -262,7 +265,7 @@ async def test_freshness_rules_decide_what_is_fetched_again(tmp_path: Path, site
     urls = [site.url(p) for p in ("/img/logo.png", "/img/bg.png", "/img/h1.png")]
     summary = await crawl(cache, urls, config=config)
     # logo.png is older than its rule's hour, bg.png younger than its three; h1.png has no
-    # rule and is older than request_changed's ten minutes
+    # rule and no lifetime from its origin
     assert outcomes(summary, site) == {"/img/logo.png": F, "/img/bg.png": R, "/img/h1.png": F}
     entry = store.get(canonicalize(site.url("/img/logo.png")))
     assert entry is not None
@@ -539,14 +542,15 @@ async def test_links_come_from_the_response_just_recorded_not_read_again(
     if keep is not None:
         monkeypatch.setattr(prefetch, "KEEP_BODY", keep)
     read_back: list[str] = []
-    real_get = Store.get
+    real_readable = prefetch.Prefetcher._readable
 
-    def get(self: Store, url, key=None, **kwargs):  # type: ignore[no-untyped-def]
-        if kwargs.get("prefer_good") is False:  # the recorded answer, read again
+    def readable(self, url, entry):  # type: ignore[no-untyped-def]
+        found = real_readable(self, url, entry)
+        if found is not entry:  # the recorded answer, read again from the archive
             read_back.append(url.file)
-        return real_get(self, url, key, **kwargs)
+        return found
 
-    monkeypatch.setattr(Store, "get", get)
+    monkeypatch.setattr(prefetch.Prefetcher, "_readable", readable)
     summary = await crawl(tmp_path / "cache", [site.url("/")], depth=2, requisites=True)
     assert outcomes(summary, site) == FULL
     if keep is None:

@@ -40,6 +40,7 @@ from .cdxj import CDXJError, CDXJRecord, Index, parse_ref
 from .changes import Deleted, Moved, PayloadListener, RecordedPayload, StoreListener
 from .errors import StoreError
 from .index_lines import INDEXED_TYPES, check_index, index_line, rebuild_index, scan
+from .invalidations import Invalidations
 from .memory import OVERHEAD, MemoryCache, stamp
 from .recorder import Recorder, compress_level_for
 from .served import CachedEntry, NotPlaced, place_served, served_record
@@ -129,6 +130,8 @@ class Store:
         #: lookup that found a copy, written out now and then (:func:`.purge.flush_used`) so
         #: a purge knows which pages are used without a write per hit
         self.served: dict[str, float] = {}
+        #: GET copies an unsafe request's answer made stale (RFC 9111 §4.4)
+        self.invalidations = Invalidations()
 
     # --- names -------------------------------------------------------------------------------
 

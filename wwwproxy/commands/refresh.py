@@ -175,9 +175,7 @@ class RefreshJob:
         start = canonicalize(self.url)
         targets = [start.file]
         if self.depth or self.groups:
-            entry = await in_worker(
-                services.store.get, start, prefer_good=services.config.keep_good_copy
-            )
+            entry = await in_worker(services.store.get, start, prefer_good=services.prefers_good())
             if entry is not None and 200 <= entry.status < 300:
                 try:
                     links = await in_worker(page_links, entry, start.file)

@@ -71,7 +71,7 @@ from ..archive.outgoing import QueuedRequest
 from ..archive.sessions import OutEntry, write_lastout
 from ..archive.store import CachedEntry, StoreError
 from ..http.headers import get_header
-from ..http.policy import Action, Mode, RequestDirectives, Stored, decide, is_servable
+from ..http.policy import Action, Mode, RequestDirectives, Stored, is_servable
 from ..recording.engine import Exchange
 from ..recording.engine import Outcome as Fetched
 from ..recording.services import Services
@@ -307,7 +307,7 @@ class Prefetcher:
     def _cached(self, url: URL) -> CachedEntry | None:
         """The copy the proxy would serve for a GET of ``url`` (blocking; a crawl's reads do
         not push the copies browsers are served out of the memory cache)."""
-        return self.store.get(url, prefer_good=self.services.config.keep_good_copy, keep=False)
+        return self.store.get(url, prefer_good=self.services.prefers_good(), keep=False)
 
     def _action(
         self,
@@ -321,16 +321,12 @@ class Prefetcher:
         """FETCH, REVALIDATE or SERVE (fresh: skipped), by the proxy's own cache policy."""
         if cached is None or force:
             return Action.FETCH
-        services = self.services
-        if rule_max_age is None:
-            rule_max_age = services.rule_max_age(url.canonical)
-        return decide(
-            Mode.ONLINE,
+        return self.services.decide(
+            url,
             Stored(cached.date, cached.status, cached.headers),
-            datetime.now(UTC),
             directives=RequestDirectives(force=reload),
+            mode=Mode.ONLINE,
             rule_max_age=rule_max_age,
-            request_changed=services.config.request_changed,
         )
 
     async def _get(

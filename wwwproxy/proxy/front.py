@@ -297,7 +297,7 @@ class FastFront(asyncio.Protocol):
             return ToAiohttp.TARGET
         services = self.server.services
         cached = services.store.lookup_hot(
-            url, url.file, request.header_list, prefer_good=services.config.keep_good_copy
+            url, url.file, request.header_list, prefer_good=services.prefers_good()
         )
         if cached is None:
             # not in memory: look on disk in a worker thread (what aiohttp's path would
@@ -331,7 +331,7 @@ class FastFront(asyncio.Protocol):
             self._hand_off(ToAiohttp.FAILED)
 
     def _good(self) -> bool:
-        return self.server.services.config.keep_good_copy
+        return self.server.services.prefers_good()
 
     def eof_received(self) -> bool | None:
         if self.refusing:

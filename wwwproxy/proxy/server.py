@@ -21,6 +21,7 @@ from typing import BinaryIO
 import aiohttp
 from aiohttp import web
 
+from ..archive.errors import StoreError
 from ..archive.outgoing import QueuedRequest
 from ..archive.store import CachedEntry
 from ..fsutil import read_chunks
@@ -33,7 +34,7 @@ from ..http.policy import (
     Mode,
     after_upstream_error,
     credential_check,
-    decide,
+    is_good,
     not_modified,
     not_modified_headers,
     request_directives,
@@ -91,6 +92,8 @@ class ProxyServer:
         self.access_log = AccessLog()
         #: room for request bodies in memory, shared by all requests
         self.bodies = BodyBudget()
+        #: archive key -> its background revalidation (stale-while-revalidate), one at a time
+        self._revalidating: dict[str, asyncio.Task[None]] = {}
 
     @property
     def config(self):  # noqa: ANN201 (a Config; kept short for the tunnel and tests)
@@ -270,7 +273,7 @@ class ProxyServer:
         mode = services.mode
         key = request_key(url.file, method, request.headers.get("Content-Type"), body)
         headers = list(request.headers.items())
-        prefer_good = services.config.keep_good_copy
+        prefer_good = services.prefers_good()
         store = services.store
         verdict = services.filters.verdict(url)
         if not verdict.cache:
@@ -296,6 +299,10 @@ class ProxyServer:
         action = self.action_for(url, method, request.headers, cached)
         if action is Action.SERVE:
             assert cached is not None
+            return await self.serve_cached(request, cached)
+        if action is Action.SERVE_STALE:
+            assert cached is not None
+            self.revalidate_later(url, key, cached, headers)
             return await self.serve_cached(request, cached)
         if action is Action.SERVE_AND_QUEUE:
             assert cached is not None
@@ -346,16 +353,66 @@ class ProxyServer:
         except UpstreamError as exc:
             if exc.untrusted:  # never answered with a copy: the user must see why
                 return upstream_error_page(exc)
-            fallback = after_upstream_error(mode, cached is not None)
+            stale = await self._stale_copy(request, url, key, body, cached)
+            fallback = after_upstream_error(
+                mode,
+                stale is not None,
+                stale.stored if stale else None,
+                datetime.now(UTC),
+                shared=services.config.shared,
+            )
             if fallback is Action.SERVE:
-                assert cached is not None
-                return await self.serve_cached(request, cached, stale=exc.reason)
+                assert stale is not None
+                return await self.serve_cached(request, stale, stale=exc.reason)
             if fallback is Action.QUEUE:
                 return await self.queue_request(request, url, key, body, reason=exc.reason)
             return upstream_error_page(exc)
         if outcome.not_modified is not None:
             return await self.serve_cached(request, outcome.not_modified)
         return sink.response or page_response(502, "Bad gateway", "No answer was relayed.")
+
+    async def _stale_copy(
+        self, request: web.Request, url: URL, key: str, body: bytes, cached: CachedEntry | None
+    ) -> CachedEntry | None:
+        """The copy to serve when the origin cannot be reached: online the lookup took the
+        newest answer, and where that is an error ``keep_good_copy`` brings back the good copy
+        (as offline), if there is one this request may have."""
+        if cached is None or is_good(cached.status) or not self.services.config.keep_good_copy:
+            return cached
+        headers = list(request.headers.items())
+        good = await asyncio.to_thread(
+            self.services.store.lookup, url, key, request.method, body, headers, prefer_good=True
+        )
+        if good is None or not is_good(good.status) or not self.may_serve(good, headers):
+            return cached
+        return good
+
+    def revalidate_later(
+        self, url: URL, key: str, cached: CachedEntry, headers: Iterable[tuple[str, str]]
+    ) -> None:
+        """Revalidate a copy served stale within its stale-while-revalidate window, in the
+        background (RFC 5861 §3), once per key at a time."""
+        if key in self._revalidating:
+            return
+        exchange = Exchange(
+            url,
+            key,
+            "GET",
+            [(k, v) for k, v in headers if k.lower() not in _NOT_FORWARDED],
+            b"",
+            (1, 1),
+        )
+        revalidate = cached if cached.stored.has_validators else None
+
+        async def run() -> None:
+            try:
+                await self.services.engine.fetch(exchange, revalidate=revalidate)
+            except (UpstreamError, StoreError, OSError) as exc:
+                log.info("background revalidation of %s failed: %s", url.canonical, exc)
+            finally:
+                self._revalidating.pop(key, None)
+
+        self._revalidating[key] = self.services.spawn(run())
 
     def may_serve(self, cached: CachedEntry, headers: Iterable[tuple[str, str]]) -> bool:
         """May this request have this copy (both fronts ask)?  Not a copy fetched with
@@ -375,18 +432,14 @@ class ProxyServer:
         """What the policy says for this request and this copy (both fronts ask here).
 
         Offline, the fast front keeps the answer per memory copy and request head, for as long
-        as the mode and the config object stay the same (``front._action``): read nothing
-        here but the request's headers, the mode, the config and the copy, or change that."""
-        services = self.services
-        return decide(
-            services.mode,
+        as the mode and the config object stay the same (``front._action``): offline
+        :func:`~wwwproxy.http.policy.decide` reads nothing but the request's headers, the
+        mode, the config and the copy (:func:`~wwwproxy.http.policy.timeless`)."""
+        return self.services.decide(
+            url,
             cached.stored if cached else None,
-            datetime.now(UTC),
             method=method,
             directives=request_directives(headers.get("Cache-Control"), headers.get("Pragma")),
-            rule_max_age=services.rule_max_age(url.canonical),
-            request_changed=services.config.request_changed,
-            ranged="Range" in headers,
         )
 
     # --- answers -------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import ssl
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -30,6 +31,7 @@ from ..archive.warc import WARCWriteError
 from ..config import Config
 from ..fsutil import fsync_dir
 from ..http.headers import Headers, add_via, censor, end_to_end, get_header, without_controls
+from ..http.invalidation import invalidated_urls
 from ..http.policy import (
     merge_not_modified,
     recorded_request_headers,
@@ -330,6 +332,7 @@ class Engine:
             exchange.body,
             self.proxies.for_url(exchange.url),
         )
+        self._invalidate(exchange, upstream)
         try:
             record_headers = recorded_request_headers(
                 [("Host", exchange.url.hostport), *headers],
@@ -341,6 +344,19 @@ class Engine:
             return await self._tee(exchange, record_headers, upstream, sink)
         finally:
             upstream.release()
+
+    def _invalidate(self, exchange: Exchange, upstream: aiohttp.ClientResponse) -> None:
+        """An unsafe request's non-error answer makes the stored copies of its target (and of
+        the same-origin Location / Content-Location) stale (RFC 9111 §4.4)."""
+        urls = invalidated_urls(
+            exchange.method,
+            upstream.status,
+            exchange.url,
+            upstream.headers.get("Location"),
+            upstream.headers.get("Content-Location"),
+        )
+        if urls:
+            self.store.invalidations.mark((url.file for url in urls), datetime.now(UTC))
 
     async def _revisit(
         self,

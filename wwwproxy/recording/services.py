@@ -24,7 +24,15 @@ from ..archive.sessions import SessionLog
 from ..archive.store import Store
 from ..config import Config
 from ..http.filters import Blocklist, Filters, Treatment, parse_blocklist
-from ..http.policy import Mode, max_age_for
+from ..http.policy import (
+    Action,
+    Mode,
+    RequestDirectives,
+    Stored,
+    decide,
+    max_age_for,
+    prefers_good,
+)
 from ..url import URL
 from ..url.canonical import DEFAULT_PORTS
 from .engine import Engine
@@ -38,6 +46,8 @@ __all__ = ["RuntimeState", "Services", "load_filters"]
 _filter_log = logging.getLogger("wwwproxy.filters")
 
 log = logging.getLogger(__name__)
+
+NO_DIRECTIVES = RequestDirectives()
 
 #: Config fields set up when the proxy starts: a reload keeps them
 _AT_START = ("listen_host", "listen_port", "cache")
@@ -230,6 +240,42 @@ class Services:
             ages.clear()
         age = ages[canonical] = max_age_for(canonical, self.freshness_rules)
         return age
+
+    def prefers_good(self) -> bool:
+        """Does a lookup now prefer the good copy over newer error answers
+        (:func:`~wwwproxy.http.policy.prefers_good` in the running mode)?"""
+        return prefers_good(self.mode, self.config.keep_good_copy)
+
+    def decide(
+        self,
+        url: URL,
+        stored: Stored | None,
+        *,
+        method: str = "GET",
+        directives: RequestDirectives = NO_DIRECTIVES,
+        mode: Mode | None = None,
+        rule_max_age: int | None = None,
+    ) -> Action:
+        """:func:`~wwwproxy.http.policy.decide` for ``url`` and its copy with what the
+        configuration and the store add (freshness rules, WWWOFFLE's saving rules, shared or
+        private, invalidation by an unsafe request): the proxy's two fronts and the crawler
+        ask here, so they cannot disagree.  ``mode``: the running mode unless given;
+        ``rule_max_age``: a lifetime standing in for the configured freshness rules."""
+        config = self.config
+        return decide(
+            self.mode if mode is None else mode,
+            stored,
+            datetime.now(UTC),
+            method=method,
+            directives=directives,
+            rule_max_age=self.rule_max_age(url.canonical) if rule_max_age is None else rule_max_age,
+            request_changed=config.request_changed,
+            request_expired=config.request_expired,
+            request_no_cache=config.request_no_cache,
+            shared=config.shared,
+            invalidated=stored is not None
+            and self.store.invalidations.stale(url.file, stored.date),
+        )
 
     @property
     def local_host(self) -> str:
