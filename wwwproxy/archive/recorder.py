@@ -1,24 +1,23 @@
 """Recording one exchange into the store: :class:`Recorder` spools a response body as it
-streams and hands the whole exchange to :meth:`.Store.put`, and :func:`compress_level_for`
-chooses the gzip level its members get.  Apart from :mod:`.store` because streaming a body
-in (spooling, a full disk, a torn response) is its own job beside the store's lookups."""
+streams and hands the whole exchange to a :class:`PutExchange` (:meth:`.Store.put`), and
+:func:`compress_level_for` chooses the gzip level its members get.  Apart from :mod:`.store`
+because streaming a body in (spooling, a full disk, a torn response) is its own job beside
+the store's lookups."""
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, BinaryIO
+from pathlib import Path
+from typing import BinaryIO, Protocol
 
 from ..url import URL
 from .cdxj import CDXJRecord
 from .errors import StoreError
 from .warc import COMPRESS_LEVEL, HTTPRequest, HTTPResponse, sanitize_headers
 
-if TYPE_CHECKING:
-    from .store import Store
-
-__all__ = ["Recorder", "compress_level_for"]
+__all__ = ["PutExchange", "Recorder", "compress_level_for"]
 
 _SPOOL_MEMORY = 1024 * 1024  # response bodies above this spool to a file in <root>/tmp
 
@@ -54,13 +53,29 @@ def compress_level_for(response: HTTPResponse) -> int:
     return COMPRESS_LEVEL
 
 
+class PutExchange(Protocol):
+    """Where a finished exchange goes: :meth:`.Store.put` (appended and indexed; its lines)."""
+
+    def __call__(
+        self,
+        url: URL,
+        key: str,
+        request: HTTPRequest,
+        response: HTTPResponse,
+        *,
+        date: datetime | None = None,
+    ) -> list[CDXJRecord]: ...
+
+
 class Recorder:
-    """Collects one response body as it streams (spooled, never whole in memory) and writes
-    the exchange when the body is complete.  ``finish`` blocks: call it in a thread."""
+    """Collects one response body as it streams (spooled in ``spool_dir``, never whole in
+    memory) and hands the exchange to ``put`` when the body is complete.  ``finish`` blocks:
+    call it in a thread."""
 
     def __init__(
         self,
-        store: Store,
+        put: PutExchange,
+        spool_dir: Path,
         url: URL,
         key: str,
         *,
@@ -69,7 +84,7 @@ class Recorder:
         request_body: bytes,
         date: datetime | None = None,
     ) -> None:
-        self.store = store
+        self._put = put
         self.url = url
         self.key = key
         self.method = method
@@ -77,7 +92,7 @@ class Recorder:
         self.request_body = request_body
         self.date = date or datetime.now(UTC)
         self._spool: BinaryIO | None = tempfile.SpooledTemporaryFile(  # noqa: SIM115
-            max_size=_SPOOL_MEMORY, dir=store.tmp_dir
+            max_size=_SPOOL_MEMORY, dir=spool_dir
         )
         self.size = 0
         #: why the body could not be kept (a full disk while spooling): the exchange is then
@@ -114,7 +129,7 @@ class Recorder:
             raise self.failed
         try:
             spool.seek(0)
-            return self.store.put(
+            return self._put(
                 self.url,
                 self.key,
                 HTTPRequest(

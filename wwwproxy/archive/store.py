@@ -174,7 +174,8 @@ class Store:
         date: datetime | None = None,
     ) -> Recorder:
         return Recorder(
-            self,
+            self.put,
+            self.tmp_dir,
             url,
             key,
             method=method,
@@ -571,8 +572,8 @@ class Store:
 
     def rebuild_index(self, repaired: list[str] | None = None) -> tuple[int, list[str]]:
         """Rebuild the whole index from the WARC files (:func:`.index_lines.rebuild_index`)."""
-        return rebuild_index(self, repaired)
+        return rebuild_index(self.index, self, repaired)
 
     def check_index(self) -> list[str]:
         """Every index problem (:func:`.index_lines.check_index`)."""
-        return check_index(self)
+        return check_index(self.index, self)
