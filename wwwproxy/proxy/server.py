@@ -91,7 +91,7 @@ class ProxyServer:
         self.bodies = BodyBudget()
 
     @property
-    def config(self):  # noqa: ANN201 (a Config; kept short for the tunnel and tests)
+    def config(self):  # noqa: ANN201 (a Config; kept short for the handler and tests)
         return self.services.config
 
     def make_app(self) -> web.Application:
@@ -141,7 +141,9 @@ class ProxyServer:
             if inside is not None:
                 response = page_response(405, "Not allowed", "CONNECT inside a CONNECT tunnel.")
             else:
-                response = self.blocked_connect(request) or await tunnel(request, self)
+                response = self.blocked_connect(request) or await tunnel(
+                    request, self.services, self.interceptor, self.closing
+                )
             # a refused CONNECT ends the connection: the bytes a browser sent after it were
             # meant for the tunnel and must never be read as a request of their own
             response.force_close()
