@@ -15,7 +15,7 @@ from wwwproxy.archive.cdxj import CDXJRecord
 from wwwproxy.archive.search import worker as worker_module
 from wwwproxy.archive.search.capture import Given
 from wwwproxy.archive.search.schema import Text
-from wwwproxy.archive.search.textproc import PageError, TextHelper
+from wwwproxy.archive.search.textproc import TextHelper
 from wwwproxy.archive.search.worker import Capture, Follower, IndexWorker
 from wwwproxy.archive.store import Store
 
@@ -44,13 +44,7 @@ class NotedIndex:
             pages = self._open.pop()
         self.batches.append(pages)  # only a batch that ended well is committed
 
-    def index_capture(
-        self,
-        store: Store,
-        line: CDXJRecord,
-        given: Given | None = None,
-        made: Text | PageError | None = None,
-    ) -> bool:
+    def index_capture(self, store, line, given, made) -> bool:  # noqa: ANN001
         if self._open and line.uri == self.refuse:
             raise ValueError("refused for the test")
         title = made.title if isinstance(made, Text) else ""

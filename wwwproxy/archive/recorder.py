@@ -1,5 +1,5 @@
 """Recording one exchange into the store: :class:`Recorder` spools a response body as it
-streams and hands the whole exchange to a :class:`PutExchange` (:meth:`.Store.put`), and
+streams and hands the response to a :data:`PutResponse` (:meth:`.Store.put` of its exchange), and
 :func:`compress_level_for` chooses the gzip level its members get.  Apart from :mod:`.store`
 because streaming a body in (spooling, a full disk, a torn response) is its own job beside
 the store's lookups."""
@@ -7,17 +7,19 @@ the store's lookups."""
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import BinaryIO
 
-from ..url import URL
 from .cdxj import CDXJRecord
 from .errors import StoreError
-from .warc import COMPRESS_LEVEL, HTTPRequest, HTTPResponse, sanitize_headers
+from .warc import COMPRESS_LEVEL, HTTPResponse, sanitize_headers
 
-__all__ = ["PutExchange", "Recorder", "compress_level_for"]
+__all__ = ["PutResponse", "Recorder", "compress_level_for"]
+
+#: where a recorded response goes: :meth:`.Store.put` with the URL, key, request and date
+#: of its exchange bound (appended and indexed; its index lines)
+PutResponse = Callable[[HTTPResponse], list[CDXJRecord]]
 
 _SPOOL_MEMORY = 1024 * 1024  # response bodies above this spool to a file in <root>/tmp
 
@@ -53,44 +55,13 @@ def compress_level_for(response: HTTPResponse) -> int:
     return COMPRESS_LEVEL
 
 
-class PutExchange(Protocol):
-    """Where a finished exchange goes: :meth:`.Store.put` (appended and indexed; its lines)."""
-
-    def __call__(
-        self,
-        url: URL,
-        key: str,
-        request: HTTPRequest,
-        response: HTTPResponse,
-        *,
-        date: datetime | None = None,
-    ) -> list[CDXJRecord]: ...
-
-
 class Recorder:
     """Collects one response body as it streams (spooled in ``spool_dir``, never whole in
-    memory) and hands the exchange to ``put`` when the body is complete.  ``finish`` blocks:
+    memory) and hands the response to ``put`` when the body is complete.  ``finish`` blocks:
     call it in a thread."""
 
-    def __init__(
-        self,
-        put: PutExchange,
-        spool_dir: Path,
-        url: URL,
-        key: str,
-        *,
-        method: str,
-        request_headers: Sequence[tuple[str, str]],
-        request_body: bytes,
-        date: datetime | None = None,
-    ) -> None:
+    def __init__(self, put: PutResponse, spool_dir: Path) -> None:
         self._put = put
-        self.url = url
-        self.key = key
-        self.method = method
-        self.request_headers = list(request_headers)
-        self.request_body = request_body
-        self.date = date or datetime.now(UTC)
         self._spool: BinaryIO | None = tempfile.SpooledTemporaryFile(  # noqa: SIM115
             max_size=_SPOOL_MEMORY, dir=spool_dir
         )
@@ -130,16 +101,7 @@ class Recorder:
         try:
             spool.seek(0)
             return self._put(
-                self.url,
-                self.key,
-                HTTPRequest(
-                    self.method,
-                    self.request_headers,
-                    self.request_body,
-                    target=self.url.path_args,
-                ),
-                HTTPResponse(status, reason, sanitize_headers(headers), spool, version=version),
-                date=self.date,
+                HTTPResponse(status, reason, sanitize_headers(headers), spool, version=version)
             )
         finally:
             spool.close()

@@ -25,6 +25,7 @@ entry a lookup returns, :class:`CachedEntry`, and :func:`served_record`), :mod:`
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -173,16 +174,11 @@ class Store:
         request_body: bytes,
         date: datetime | None = None,
     ) -> Recorder:
-        return Recorder(
-            self.put,
-            self.tmp_dir,
-            url,
-            key,
-            method=method,
-            request_headers=request_headers,
-            request_body=request_body,
-            date=date,
-        )
+        """A recorder of the response to this request, which puts the exchange when its
+        body is complete (recorded at ``date``, else now)."""
+        request = HTTPRequest(method, list(request_headers), request_body, target=url.path_args)
+        put = functools.partial(self.put, url, key, request, date=date or datetime.now(UTC))
+        return Recorder(put, self.tmp_dir)
 
     def put(
         self,

@@ -65,12 +65,11 @@ class PageIndex(Protocol):
         ...
 
     def index_capture(
-        self,
-        store: Store,
-        line: CDXJRecord,
-        given: Given | None = None,
-        made: Text | PageError | None = None,
-    ) -> bool: ...
+        self, store: Store, line: CDXJRecord, given: Given | None, made: Text | PageError | None
+    ) -> bool:
+        """Index one capture (from ``given``, its payload as recorded, and ``made``, its text
+        made already, where there are)."""
+        ...
 
     def catch_up(self, store: Store) -> int:
         """Index the captures of ``store`` newer than what the index has of their key."""
@@ -322,7 +321,7 @@ class IndexWorker:
             pass
         for capture in captures:
             try:
-                self.index.index_capture(capture.store, capture.line, capture.given)
+                self.index.index_capture(capture.store, capture.line, capture.given, None)
             except sqlite3.Error as exc:
                 if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
                     raise
