@@ -32,13 +32,24 @@ LAYERS = {
 }
 
 
-def _imports() -> dict[tuple[str, str], set[str]]:
-    """(part, module file) -> the wwwproxy parts it imports (TYPE_CHECKING blocks aside)."""
-    out: dict[tuple[str, str], set[str]] = {}
+def _modules() -> dict[str, Path]:
+    """Every module of the package by its dotted name (a package's ``__init__`` by the
+    package's)."""
+    modules = {}
     for path in PACKAGE.rglob("*.py"):
-        rel = path.relative_to(PACKAGE).parts
-        part = rel[0].removesuffix(".py")
-        package = ["wwwproxy", *rel[:-1]]
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _module_imports() -> dict[str, set[str]]:
+    """Each module -> the package's modules it imports when it runs (TYPE_CHECKING blocks
+    aside; anywhere in the file, a function's body too): for ``from X import y``, ``X.y``
+    when that is a module, else ``X``."""
+    modules = _modules()
+    out: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
         tree = ast.parse(path.read_text(encoding="utf-8"))
         typing_only = {
             id(node)
@@ -53,20 +64,55 @@ def _imports() -> dict[tuple[str, str], set[str]]:
                 continue
             if isinstance(node, ast.ImportFrom):
                 base = package[: len(package) - node.level + 1] if node.level else []
-                module = [*base, *(node.module.split(".") if node.module else [])]
-                names = [module + [alias.name] for alias in node.names]
-                for name in [module, *names]:
-                    if len(name) > 1 and name[0] == "wwwproxy":
-                        targets.add(name[1])
-            elif isinstance(node, ast.Import):
+                module = ".".join([*base, *(node.module.split(".") if node.module else [])])
                 for alias in node.names:
-                    name = alias.name.split(".")
-                    if len(name) > 1 and name[0] == "wwwproxy":
-                        targets.add(name[1])
-        out[(part, str(path.relative_to(PACKAGE)))] = {
-            t for t in targets if t != part and t in LAYERS
-        }
+                    if f"{module}.{alias.name}" in modules:
+                        targets.add(f"{module}.{alias.name}")
+                    elif module in modules:
+                        targets.add(module)
+            elif isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names if alias.name in modules)
+        out[name] = targets - {name}
     return out
+
+
+def _part(module: str) -> str:
+    """The top-level module or subpackage a module belongs to (its layer's key)."""
+    return module.split(".")[1] if "." in module else "__init__"
+
+
+def _imports() -> dict[tuple[str, str], set[str]]:
+    """(part, module file) -> the wwwproxy parts it imports (TYPE_CHECKING blocks aside)."""
+    modules = _modules()
+    return {
+        (_part(name), str(modules[name].relative_to(PACKAGE))): {
+            _part(t) for t in targets if _part(t) != _part(name) and _part(t) in LAYERS
+        }
+        for name, targets in _module_imports().items()
+    }
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of ``graph``: each group of modules that import one another,
+    directly or through others (sorted)."""
+
+    def reach(start: str) -> set[str]:
+        seen: set[str] = set()
+        todo = list(graph.get(start, ()))
+        while todo:
+            node = todo.pop()
+            if node not in seen:
+                seen.add(node)
+                todo.extend(graph.get(node, ()))
+        return seen
+
+    reached = {node: reach(node) for node in graph}
+    groups = {
+        tuple(sorted({node} | {other for other in reached[node] if node in reached[other]}))
+        for node in graph
+        if node in reached[node]
+    }
+    return sorted(list(group) for group in groups)
 
 
 def test_every_part_has_a_layer():
@@ -88,6 +134,25 @@ def test_no_cycles_between_parts():
         f"{a}<->{b}" for a in graph for b in graph[a] if a < b and a in graph.get(b, set())
     )
     assert not both
+
+
+@pytest.mark.parametrize(
+    ("graph", "cycles"),
+    [
+        ({"a": {"b"}, "b": set()}, []),
+        ({"a": {"b"}, "b": {"a"}, "c": {"a"}}, [["a", "b"]]),
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"d"}}, [["a", "b", "c"], ["d"]]),
+        ({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c"}}, [["a", "b"], ["c", "d"]]),
+    ],
+)
+def test_cycles_are_found(graph, cycles):
+    assert _cycles(graph) == cycles
+
+
+def test_no_import_cycles_between_modules():
+    """Inside a package too: a module that imports another which imports it back (at run
+    time; a cycle only type checking sees is allowed) works only in one import order."""
+    assert _cycles(_module_imports()) == []
 
 
 def test_proxy_server_is_built_only_by_the_wiring():

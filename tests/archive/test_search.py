@@ -302,12 +302,12 @@ def test_a_full_queue_never_blocks_recording_and_is_caught_up_from_the_index(sto
         busy.set()
         go.wait(60)
 
-    index._enqueue(slow_job)  # the thread is busy: pages wait in the queue
+    index.indexing.enqueue(slow_job)  # the thread is busy: pages wait in the queue
     assert busy.wait(60)
     for i in range(10):
         put(store, f"http://q.example/{i}", f"<title>{i}</title>medlar".encode(), HTML)
     assert len(list(store.list_prefix(""))) >= 10  # all recorded, none waited for the index
-    assert index._pending.qsize() == 3 and index._behind is store
+    assert index.indexing._pending.qsize() == 3 and index.indexing._behind is store
     go.set()
     assert index.flush(60)
     assert index.search("medlar", limit=20).total == 10
@@ -332,30 +332,30 @@ def test_a_search_waits_for_the_pages_recorded_before_it_not_for_an_empty_queue(
         busy_later.set()
         go.wait(60)
 
-    index._enqueue(block_first)
+    index.indexing.enqueue(block_first)
     assert started.wait(60)
     put(store, "http://w.example/", b"<title>W</title>quince", HTML)  # waits in the queue
     waited: list[bool] = []
-    waiter = threading.Thread(target=lambda: waited.append(index._wait(5.0)))
+    waiter = threading.Thread(target=lambda: waited.append(index.indexing.wait(5.0)))
     waiter.start()
     try:
         for _ in range(6000):  # the waiter has taken its number
-            if index._waiters:
+            if index.indexing._waiters:
                 break
             threading.Event().wait(0.01)
-        index._enqueue(block_later)
+        index.indexing.enqueue(block_later)
         first.set()
         assert busy_later.wait(60)  # the later job runs (and stays unfinished) ...
         waiter.join(60)
         assert waited == [True]  # ... and the wait ended when the page was indexed
-        assert index._pending.unfinished_tasks  # (the queue was not empty)
+        assert index.indexing._pending.unfinished_tasks  # (the queue was not empty)
         assert index.search("quince").total == 1
     finally:
         first.set()
         go.set()
         waiter.join(60)
     assert index.flush(60)  # flush waits for every job, the later one too
-    assert index._pending.unfinished_tasks == 0
+    assert index.indexing._pending.unfinished_tasks == 0
 
 
 def test_a_merge_waits_for_a_pause_and_flush_merges_at_once(store, monkeypatch):

@@ -77,7 +77,7 @@ def test_the_given_payload_indexes_the_same_text_as_the_archive(tmp_path):
     )  # not the image, the 404, the untyped page
     assert recorded["http://g.example/latin1"][0] == "été"
     assert live.search("brûlée").total == 1 and live.search("zipped").total == 1
-    assert live._given_bytes == 0  # what waited in memory was given back
+    assert live.indexing._given_bytes == 0  # what waited in memory was given back
     live.close()
     rebuilt_index.close()
 
@@ -138,10 +138,10 @@ def test_index_capture_indexes_the_payload_it_is_given(tmp_path):
     given = capture_module.Given(
         gzip.compress(b"<title>Given</title>beta"), (*HTML, ("Content-Encoding", "gzip"))
     )
-    with index._batch():
+    with index.batch():
         assert index.index_capture(store, line, given)
     assert index.search("beta").total == 1 and index.search("alpha").total == 0
-    with index._batch():  # without: read from the file
+    with index.batch():  # without: read from the file
         assert index.index_capture(store, line)
     assert index.search("alpha").total == 1 and index.search("beta").total == 0
     index.close()
@@ -160,17 +160,19 @@ def test_payloads_past_the_budget_are_read_back_and_none_is_lost(tmp_path, monke
         busy.set()
         go.wait(60)
 
-    index._enqueue(slow_job)
+    index.indexing.enqueue(slow_job)
     assert busy.wait(60)
     for i in range(6):
         put(store, f"http://b.example/{i}", b"<title>t</title>quince " + b"x" * 1000, HTML)
-    waiting = [job for job in list(index._pending.queue) if isinstance(job, worker_module.Capture)]
+    waiting = [
+        job for job in list(index.indexing._pending.queue) if isinstance(job, worker_module.Capture)
+    ]
     assert [job.given is not None for job in waiting] == [True, True, False, False, False, False]
-    assert index._given_bytes == sum(len(job.given.payload) for job in waiting[:2])
+    assert index.indexing._given_bytes == sum(len(job.given.payload) for job in waiting[:2])
     go.set()
     assert index.flush(60)
     assert index.search("quince", limit=20).total == 6
-    assert index._given_bytes == 0
+    assert index.indexing._given_bytes == 0
     index.close()
 
 
@@ -198,7 +200,7 @@ def test_a_payload_not_at_hand_is_read_back(tmp_path):
     store.listeners.insert(0, Spoil())
     rec.finish(200, "OK", HTML)
     assert index.search("sorrel").total == 1 and index.search("spoilt").total == 0
-    assert index._given_bytes == 0
+    assert index.indexing._given_bytes == 0
     index.close()
 
 
@@ -254,11 +256,11 @@ def test_a_page_failing_in_a_batch_leaves_nothing_and_the_others_are_indexed(tmp
         busy.set()
         go.wait(60)
 
-    index._enqueue(slow_job)  # the pages wait together: one batch
+    index.indexing.enqueue(slow_job)  # the pages wait together: one batch
     assert busy.wait(60)
     for name in ("one", "bad", "two"):
         put(store, f"http://f.example/{name}", f"<title>{name}</title>rowan".encode(), HTML)
-    assert index._pending.qsize() == 3
+    assert index.indexing._pending.qsize() == 3
     go.set()
     assert index.flush(60)
     assert sorted(h.url for h in index.search("rowan").hits) == [

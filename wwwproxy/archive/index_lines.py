@@ -1,17 +1,18 @@
 """The store's CDXJ index lines: which records are indexed, the line a record gets, and the
 whole index rebuilt or checked against the cache files (``wwwproxy index rebuild|check``).
 Apart from :mod:`.store` because this upkeep reads every cache file and serves no request;
-the store calls it through :meth:`.Store.rebuild_index` and :meth:`.Store.check_index`."""
+the store calls it through :meth:`.Store.rebuild_index` and :meth:`.Store.check_index`, with
+its CDXJ index and itself as the :class:`CacheFiles` to read."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..url import surt
-from .cdxj import CDXJError, CDXJRecord, make_ref
+from .cdxj import CDXJError, CDXJRecord, Index, make_ref
 from .errors import StoreError
 from .warc import (
     RecordInfo,
@@ -22,14 +23,23 @@ from .warc import (
     sha1_base32,
 )
 
-if TYPE_CHECKING:
-    from .store import Store
-
-__all__ = ["INDEXED_TYPES", "check_index", "index_line", "rebuild_index", "scan"]
+__all__ = ["INDEXED_TYPES", "CacheFiles", "check_index", "index_line", "rebuild_index", "scan"]
 
 #: the record types the index has lines for
 INDEXED_TYPES = ("response", "revisit")
 HEADER_VALUE_LIMIT = 1024
+
+
+class CacheFiles(Protocol):
+    """The cache files the index is made from and checked against (a
+    :class:`~.store.Store`): every file, the ``warcfile:`` name of one, and the file a name
+    in a key's line refers to (StoreError if none of ours)."""
+
+    def warc_files(self) -> Iterator[Path]: ...
+
+    def warcfile_name(self, path: Path) -> str: ...
+
+    def resolve_warcfile(self, name: str, key: str) -> Path: ...
 
 
 def index_line(key: str, info: RecordInfo, name: str, offset: int, length: int) -> CDXJRecord:
@@ -60,19 +70,19 @@ def index_line(key: str, info: RecordInfo, name: str, offset: int, length: int) 
 
 
 def scan(
-    store: Store, problems: list[str], repaired: list[str] | None = None
+    files: CacheFiles, problems: list[str], repaired: list[str] | None = None
 ) -> Iterator[CDXJRecord]:
     """Index lines for every complete record in every cache file; with ``repaired``, torn
     tails are cut off each file first (:func:`repair_file`) and said there."""
-    for _, line in _scan_files(store, problems, repaired):
+    for _, line in _scan_files(files, problems, repaired):
         yield line
 
 
 def _scan_files(
-    store: Store, problems: list[str], repaired: list[str] | None = None
+    files: CacheFiles, problems: list[str], repaired: list[str] | None = None
 ) -> Iterator[tuple[Path, CDXJRecord]]:
     """:func:`scan`'s lines, each with the cache file it was read from."""
-    for path in store.warc_files():
+    for path in files.warc_files():
         if repaired is not None:
             try:
                 end = repair_file(path)
@@ -84,7 +94,7 @@ def _scan_files(
                     continue
                 if end is not None:
                     repaired.append(f"{path}: torn tail cut off at offset {end}")
-        name = store.warcfile_name(path)
+        name = files.warcfile_name(path)
         found: list[WARCFormatError] = []
         try:
             for rec in read_records(path, found):
@@ -103,38 +113,40 @@ def _scan_files(
         problems.extend(str(p) for p in found)
 
 
-def rebuild_index(store: Store, repaired: list[str] | None = None) -> tuple[int, list[str]]:
-    """Rebuild the whole index from the WARC files, cutting torn tails off them first
+def rebuild_index(
+    index: Index, files: CacheFiles, repaired: list[str] | None = None
+) -> tuple[int, list[str]]:
+    """Rebuild the whole ``index`` from the cache files, cutting torn tails off them first
     (what was cut is added to ``repaired``); returns (lines, problems)."""
     problems: list[str] = []
-    count = store.index.rebuild(scan(store, problems, repaired if repaired is not None else []))
+    count = index.rebuild(scan(files, problems, repaired if repaired is not None else []))
     return count, problems
 
 
-def check_index(store: Store) -> list[str]:
+def check_index(index: Index, files: CacheFiles) -> list[str]:
     """Every index problem: malformed or unsorted lines, refs to missing files or to
     offsets that hold no matching record, and cache records the index lacks.
 
     The cache files are read once (the scan a rebuild makes); only a line whose ref the
     scan did not find is looked up on its own, to say what is wrong with it."""
-    problems = store.index.check()
+    problems = index.check()
     #: (cache file, offset) -> (where, the line) for every index line that names a cache file
     wanted: dict[tuple[str, int], tuple[str, CDXJRecord]] = {}
-    for source, lineno, record in _index_lines(store):
+    for source, lineno, record in _index_lines(index):
         where = f"{source}:{lineno}"
         ref = record.warcfile
         if ref is None:
             problems.append(f"{where}: ref {record.ref!r} is not a warcfile: reference")
             continue
         try:
-            path = store.resolve_warcfile(ref[0], record.uri)
+            path = files.resolve_warcfile(ref[0], record.uri)
         except StoreError as exc:
             problems.append(f"{where}: ref {record.ref}: {exc}")
             continue
         wanted[(str(path), ref[1])] = (where, record)
     scan_problems: list[str] = []
     seen: set[tuple[str, int]] = set()
-    for path, line in _scan_files(store, scan_problems):
+    for path, line in _scan_files(files, scan_problems):
         ref = line.warcfile
         if ref is None:
             continue
@@ -173,10 +185,10 @@ def _unmatched(where: str, record: CDXJRecord, path: Path, offset: int) -> list[
     return [f"{where}: ref {record.ref}: the record there could not be indexed"]
 
 
-def _index_lines(store: Store) -> Iterator[tuple[str, int, CDXJRecord]]:
+def _index_lines(index: Index) -> Iterator[tuple[str, int, CDXJRecord]]:
     """Valid lines of the index and journals with their places (``check`` reports the
     invalid ones)."""
-    for path in store.index.files():
+    for path in index.files():
         try:
             f = open(path, "rb")  # noqa: SIM115 (closed below)
         except OSError:  # gone, or unreadable: Index.check reports the latter

@@ -1,24 +1,25 @@
 """Recording one exchange into the store: :class:`Recorder` spools a response body as it
-streams and hands the whole exchange to :meth:`.Store.put`, and :func:`compress_level_for`
-chooses the gzip level its members get.  Apart from :mod:`.store` because streaming a body
-in (spooling, a full disk, a torn response) is its own job beside the store's lookups."""
+streams and hands the response to a :data:`PutResponse` (:meth:`.Store.put` of its exchange), and
+:func:`compress_level_for` chooses the gzip level its members get.  Apart from :mod:`.store`
+because streaming a body in (spooling, a full disk, a torn response) is its own job beside
+the store's lookups."""
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, BinaryIO
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import BinaryIO
 
-from ..url import URL
 from .cdxj import CDXJRecord
 from .errors import StoreError
-from .warc import COMPRESS_LEVEL, HTTPRequest, HTTPResponse, sanitize_headers
+from .warc import COMPRESS_LEVEL, HTTPResponse, sanitize_headers
 
-if TYPE_CHECKING:
-    from .store import Store
+__all__ = ["PutResponse", "Recorder", "compress_level_for"]
 
-__all__ = ["Recorder", "compress_level_for"]
+#: where a recorded response goes: :meth:`.Store.put` with the URL, key, request and date
+#: of its exchange bound (appended and indexed; its index lines)
+PutResponse = Callable[[HTTPResponse], list[CDXJRecord]]
 
 _SPOOL_MEMORY = 1024 * 1024  # response bodies above this spool to a file in <root>/tmp
 
@@ -55,29 +56,14 @@ def compress_level_for(response: HTTPResponse) -> int:
 
 
 class Recorder:
-    """Collects one response body as it streams (spooled, never whole in memory) and writes
-    the exchange when the body is complete.  ``finish`` blocks: call it in a thread."""
+    """Collects one response body as it streams (spooled in ``spool_dir``, never whole in
+    memory) and hands the response to ``put`` when the body is complete.  ``finish`` blocks:
+    call it in a thread."""
 
-    def __init__(
-        self,
-        store: Store,
-        url: URL,
-        key: str,
-        *,
-        method: str,
-        request_headers: Sequence[tuple[str, str]],
-        request_body: bytes,
-        date: datetime | None = None,
-    ) -> None:
-        self.store = store
-        self.url = url
-        self.key = key
-        self.method = method
-        self.request_headers = list(request_headers)
-        self.request_body = request_body
-        self.date = date or datetime.now(UTC)
+    def __init__(self, put: PutResponse, spool_dir: Path) -> None:
+        self._put = put
         self._spool: BinaryIO | None = tempfile.SpooledTemporaryFile(  # noqa: SIM115
-            max_size=_SPOOL_MEMORY, dir=store.tmp_dir
+            max_size=_SPOOL_MEMORY, dir=spool_dir
         )
         self.size = 0
         #: why the body could not be kept (a full disk while spooling): the exchange is then
@@ -114,17 +100,8 @@ class Recorder:
             raise self.failed
         try:
             spool.seek(0)
-            return self.store.put(
-                self.url,
-                self.key,
-                HTTPRequest(
-                    self.method,
-                    self.request_headers,
-                    self.request_body,
-                    target=self.url.path_args,
-                ),
-                HTTPResponse(status, reason, sanitize_headers(headers), spool, version=version),
-                date=self.date,
+            return self._put(
+                HTTPResponse(status, reason, sanitize_headers(headers), spool, version=version)
             )
         finally:
             spool.close()

@@ -25,6 +25,7 @@ entry a lookup returns, :class:`CachedEntry`, and :func:`served_record`), :mod:`
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -176,15 +177,11 @@ class Store:
         request_body: bytes,
         date: datetime | None = None,
     ) -> Recorder:
-        return Recorder(
-            self,
-            url,
-            key,
-            method=method,
-            request_headers=request_headers,
-            request_body=request_body,
-            date=date,
-        )
+        """A recorder of the response to this request, which puts the exchange when its
+        body is complete (recorded at ``date``, else now)."""
+        request = HTTPRequest(method, list(request_headers), request_body, target=url.path_args)
+        put = functools.partial(self.put, url, key, request, date=date or datetime.now(UTC))
+        return Recorder(put, self.tmp_dir)
 
     def put(
         self,
@@ -574,8 +571,8 @@ class Store:
 
     def rebuild_index(self, repaired: list[str] | None = None) -> tuple[int, list[str]]:
         """Rebuild the whole index from the WARC files (:func:`.index_lines.rebuild_index`)."""
-        return rebuild_index(self, repaired)
+        return rebuild_index(self.index, self, repaired)
 
     def check_index(self) -> list[str]:
         """Every index problem (:func:`.index_lines.check_index`)."""
-        return check_index(self)
+        return check_index(self.index, self)

@@ -19,14 +19,10 @@ import logging
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from .certs import CertificateAuthority, CertificateError
-
-if TYPE_CHECKING:
-    from .server import ProxyServer
 
 __all__ = ["Interceptor", "Target"]
 
@@ -69,10 +65,10 @@ class Interceptor:
         return self._targets.get(transport) if transport is not None else None
 
     async def intercept(
-        self, request: web.Request, server: ProxyServer, target: Target
+        self, request: web.Request, target: Target, closing: asyncio.Event
     ) -> web.StreamResponse:
         """Answer the CONNECT, take the browser's handshake, serve the requests inside until the
-        browser (or the server's shutdown) closes the connection."""
+        browser closes the connection or ``closing`` is set (the server's shutdown)."""
         try:
             context = await self.ca.leaf_context_async(target.host)
         except (CertificateError, OSError, ValueError) as exc:
@@ -117,7 +113,7 @@ class Interceptor:
         try:
             inner.connection_made(tls)
             served = getattr(inner, "_task_handler", None)
-            waiters = {asyncio.ensure_future(server.closing.wait())}
+            waiters = {asyncio.ensure_future(closing.wait())}
             if served is not None:
                 waiters.add(served)
             else:  # pragma: no cover (an aiohttp without the attribute: poll)

@@ -96,7 +96,7 @@ class ProxyServer:
         self._revalidating: dict[str, asyncio.Task[None]] = {}
 
     @property
-    def config(self):  # noqa: ANN201 (a Config; kept short for the tunnel and tests)
+    def config(self):  # noqa: ANN201 (a Config; kept short for the handler and tests)
         return self.services.config
 
     def make_app(self) -> web.Application:
@@ -146,7 +146,9 @@ class ProxyServer:
             if inside is not None:
                 response = page_response(405, "Not allowed", "CONNECT inside a CONNECT tunnel.")
             else:
-                response = self.blocked_connect(request) or await tunnel(request, self)
+                response = self.blocked_connect(request) or await tunnel(
+                    request, self.services, self.interceptor, self.closing
+                )
             # a refused CONNECT ends the connection: the bytes a browser sent after it were
             # meant for the tunnel and must never be read as a request of their own
             response.force_close()

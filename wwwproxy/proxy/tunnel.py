@@ -1,4 +1,9 @@
-"""CONNECT tunnels (HTTPS through the proxy): bytes both ways, never cached."""
+"""CONNECT tunnels (HTTPS through the proxy): bytes both ways, never cached.
+
+A tunnel reads what it needs of the proxy through :class:`TunnelServices` (the settings, the
+mode, the local network and the upstream proxy: :class:`~wwwproxy.recording.services.Services`
+has them), hands the hosts it intercepts to the :class:`~.intercept.Interceptor`, and ends
+when the server's ``closing`` event is set."""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import asyncio
 import contextlib
 import html
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from aiohttp import web
 
@@ -14,17 +19,54 @@ from ..http.policy import Mode
 from ..recording.upstream import UpstreamProxy
 from ..url import InvalidURL, canonicalize
 from .certs import should_intercept
-from .intercept import Target
+from .intercept import Interceptor, Target
 from .pages import page_response
 
-if TYPE_CHECKING:
-    from .server import ProxyServer
-
-__all__ = ["connect_request", "parse_connect_reply", "parse_connect_target", "tunnel"]
+__all__ = [
+    "ConnectSettings",
+    "TunnelServices",
+    "connect_request",
+    "parse_connect_reply",
+    "parse_connect_target",
+    "tunnel",
+]
 
 CHUNK = 64 * 1024
 _AUTHORITY = re.compile(r"(\[[^\]/@]*\]|[^\[\]:/@?#]+):([0-9]{1,5})")
 _STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([0-9]{3})(?: ([^\r\n]*))?")
+
+
+class ConnectSettings(Protocol):
+    """The settings a CONNECT reads (of :class:`~wwwproxy.config.Config`)."""
+
+    @property
+    def connect_ports(self) -> tuple[int, ...]: ...
+    @property
+    def https_intercept(self) -> tuple[str, ...]: ...
+    @property
+    def https_bypass(self) -> tuple[str, ...]: ...
+    @property
+    def connect_timeout(self) -> float: ...
+    @property
+    def read_timeout(self) -> float: ...
+
+
+class TunnelServices(Protocol):
+    """What a CONNECT reads of the shared services, each time anew (a config reload or a
+    mode switch changes it)."""
+
+    @property
+    def config(self) -> ConnectSettings: ...
+    @property
+    def mode(self) -> Mode: ...
+
+    def direct_connect(self, host: str, port: int) -> bool:
+        """Is ``host:port`` on the local network (tunnelled even offline)?"""
+        ...
+
+    def upstream_proxy(self, proto: str, host: str, port: int) -> UpstreamProxy | None:
+        """The upstream proxy a connection to ``host:port`` goes through, if any."""
+        ...
 
 
 def parse_connect_target(target: str) -> tuple[str, int]:
@@ -128,8 +170,15 @@ async def _pump_to_client(reader: asyncio.StreamReader, request: web.Request) ->
         pass
 
 
-async def tunnel(request: web.Request, server: ProxyServer) -> web.StreamResponse:
-    """Open a TCP tunnel to ``host:port`` when online and the port is allowed."""
+async def tunnel(
+    request: web.Request,
+    services: TunnelServices,
+    interceptor: Interceptor,
+    closing: asyncio.Event,
+) -> web.StreamResponse:
+    """Open a TCP tunnel to ``host:port`` when online and the port is allowed (or hand the
+    connection to ``interceptor`` when its host is intercepted); it ends when ``closing``
+    is set."""
     target = request.raw_path
     try:
         host, port = parse_connect_target(target)
@@ -139,29 +188,29 @@ async def tunnel(request: web.Request, server: ProxyServer) -> web.StreamRespons
             "Invalid CONNECT target",
             f"Cannot tunnel to <code>{html.escape(target)}</code>: {html.escape(str(exc))}.",
         )
-    if port not in server.config.connect_ports:
+    config = services.config
+    if port not in config.connect_ports:
         return page_response(
             403,
             "Port not allowed",
             f"CONNECT to port {port} is not allowed (allowed: "
-            f"{', '.join(map(str, server.config.connect_ports))}).",
+            f"{', '.join(map(str, config.connect_ports))}).",
         )
-    if should_intercept(host, server.config.https_intercept, server.config.https_bypass):
+    if should_intercept(host, config.https_intercept, config.https_bypass):
         # recorded and served offline like plain HTTP (offline too: answered from the cache)
-        return await server.interceptor.intercept(request, server, Target(host, port))
-    services = server.services
-    if services.mode is Mode.OFFLINE and not services.filters.direct_connect(host, port):
+        return await interceptor.intercept(request, Target(host, port), closing)
+    if services.mode is Mode.OFFLINE and not services.direct_connect(host, port):
         return page_response(
             503,
             "Offline",
             f"wwwproxy is offline: the secure connection to <code>{html.escape(target)}</code> "
             "cannot be made, and encrypted traffic is not cached.",
         )
-    proxy = server.services.engine.proxies.for_host("https", host, port)
+    proxy = services.upstream_proxy("https", host, port)
     try:
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(host, port) if proxy is None else _open_via(proxy, host, port),
-            server.config.connect_timeout,
+            config.connect_timeout,
         )
     except (TimeoutError, OSError, ValueError) as exc:
         if isinstance(exc, TimeoutError):
@@ -188,19 +237,19 @@ async def tunnel(request: web.Request, server: ProxyServer) -> web.StreamRespons
         return response
     up = asyncio.ensure_future(_pump_to_upstream(from_client, writer))
     down = asyncio.ensure_future(_pump_to_client(reader, request))
-    closing = asyncio.ensure_future(server.closing.wait())
+    ended = asyncio.ensure_future(closing.wait())
     try:
-        done, _ = await asyncio.wait({up, down, closing}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({up, down, ended}, return_when=asyncio.FIRST_COMPLETED)
         client_gone = request.transport is None or request.transport.is_closing()
         if up in done and down not in done and not client_gone:
             # the browser is done sending; let the server finish its answer, within bounds.
             # (aiohttp closes the browser's side on its EOF, so usually it is gone already:
             # then nothing the server sends could reach it, and the tunnel ends now.)
-            await asyncio.wait({down, closing}, timeout=server.config.read_timeout)
+            await asyncio.wait({down, ended}, timeout=services.config.read_timeout)
     finally:
-        for task in (up, down, closing):
+        for task in (up, down, ended):
             task.cancel()
-        await asyncio.gather(up, down, closing, return_exceptions=True)
+        await asyncio.gather(up, down, ended, return_exceptions=True)
         writer.close()
         with contextlib.suppress(OSError):
             await writer.wait_closed()

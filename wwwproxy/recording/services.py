@@ -36,7 +36,7 @@ from ..http.policy import (
 from ..url import URL
 from ..url.canonical import DEFAULT_PORTS
 from .engine import Engine
-from .upstream import UpstreamTimeouts, proxy_settings, tls_context
+from .upstream import UpstreamProxy, UpstreamTimeouts, proxy_settings, tls_context
 
 if TYPE_CHECKING:
     from ..archive.search import SearchIndex
@@ -306,6 +306,15 @@ class Services:
         if listen is not None and listen.is_unspecified:
             return addr.is_loopback or addr.is_unspecified
         return addr == listen
+
+    def direct_connect(self, host: str, port: int) -> bool:
+        """Is a CONNECT to ``host:port`` for the local network (``local_net``): tunnelled
+        even offline, never through an upstream proxy?"""
+        return self.filters.direct_connect(host, port)
+
+    def upstream_proxy(self, proto: str, host: str, port: int) -> UpstreamProxy | None:
+        """The upstream proxy a connection to ``host:port`` goes through (None: direct)."""
+        return self.engine.proxies.for_host(proto, host, port)
 
     # --- background work ---------------------------------------------------------------------
 

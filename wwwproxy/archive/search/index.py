@@ -17,21 +17,21 @@ that no search shows (every hit is joined to a live ``pages`` row); when garbage
 quarter of the live pages, :meth:`SearchIndex.compact` builds fresh tables from the archive and
 swaps them in, off the request path in the indexing thread.
 
-This module holds what is written (pages, their text, removal, rebuild, compaction); the rest
-of :class:`SearchIndex` is in its neighbours: the queue and the indexing thread (batches,
-catching up, merges) in :mod:`.worker`, searching and snippets in :mod:`.searching`, reading a
-capture's page back from the archive in :mod:`.capture`, and the tables themselves, and how a
-database of another version is replaced, in :mod:`.schema`.
+This module holds what is written (pages, their text, removal, rebuild, compaction, merges);
+its neighbours hold the rest, in parts the index owns and hands only what they use: the queue
+and the indexing thread (batches, when to catch up and merge) in :mod:`.worker`, searching and
+snippets in :mod:`.searching`; reading a capture's page back from the archive is in
+:mod:`.capture`, and the tables themselves, and how a database of another version is
+replaced, in :mod:`.schema`.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import queue
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -45,11 +45,9 @@ from .schema import FTS, Text, create_fts, open_schema, write_fts
 from .searching import Searcher, SearchHit, SearchResults
 from .text import MAX_TEXT, MAX_TITLE, clean
 from .textproc import PageError, TextHelper, page_text
-from .worker import BATCH, Capture, Follower, IndexWorker
+from .worker import BATCH, Follower, IndexWorker
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from ..store import Store
 
 __all__ = ["SEARCH_DB", "SearchHit", "SearchIndex", "SearchResults"]
@@ -58,12 +56,17 @@ log = logging.getLogger(__name__)
 
 SEARCH_DB = "search.sqlite3"
 COMPACT_MIN = 64  # garbage documents always tolerated
+MERGE_MIN = 16  # pages indexed since the last full merge before another is worth it ...
+MERGE_SHARE = 8  # ... or an eighth of the pages with text, whichever is more ...
+MERGE_SMALL = 1000  # ... or any, up to this many pages with text (a merge takes milliseconds)
+MERGE_STEP = 200  # FTS5 pages written per step of a full merge (a short transaction)
 
 
-class SearchIndex(IndexWorker, Searcher):
+class SearchIndex:
     """The search database of one cache directory.  Thread-safe: one connection under a lock
     for reads and writes, and one writer of the full-text tables at a time (indexing, rebuild,
-    compaction); the database is in WAL mode, so a second process does not block readers."""
+    compaction); the database is in WAL mode, so a second process does not block readers.
+    Its :attr:`indexing` worker indexes the pages its stores record, in a thread of its own."""
 
     def __init__(self, root: str | os.PathLike[str], *, path: str | os.PathLike[str] | None = None):
         self.root = Path(root)
@@ -73,26 +76,14 @@ class SearchIndex(IndexWorker, Searcher):
         self._write_lock = threading.RLock()  # the full-text tables' one writer
         self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
         self._attached: list[Store] = []
-        self._pending: queue.Queue[Capture | Callable[[], object]] = queue.Queue()
-        self._pending_lock = threading.Lock()
-        #: jobs queued and jobs done, in order (one thread): a wait for the pages recorded
-        #: before it waits for its own number, not for an empty queue (see IndexWorker._wait)
-        self._progress = threading.Condition(self._pending_lock)
-        self._enqueued = 0
-        self._finished = 0
-        self._given_bytes = 0  # payloads handed over and waiting in _pending (GIVEN_BUDGET)
-        self._worker: threading.Thread | None = None
-        self._compact_queued = False
+        self._compact_lock = threading.Lock()
+        self._compact_queued = False  # under _compact_lock: one compaction waits at a time
         self._batching = 0  # under the write lock: pages are committed by the batch
-        self._merging = 0  # the indexing thread may be merging (see _merge_if_due)
-        self._merge_wanted = False  # pages came since the last merge (see _work)
-        self._closed = False
-        self._waiters = 0  # callers of _wait: the indexing thread does not dawdle
-        self._merge_waiters = 0  # ... and those waiting for the merge too (flush)
-        #: the store whose pages did not fit the queue: caught up from its index (_catch_up)
-        self._behind: Store | None = None
         #: makes the recorded pages' text in a process of its own (see .textproc)
         self._texts = TextHelper()
+        #: the queue of pages to index and the thread that indexes them
+        self.indexing = IndexWorker(self, self._texts)
+        self._searcher = Searcher(self._conn, self._lock, ready=self._wait, attached=self._store)
         try:
             with self._lock:
                 # before anything is written: a new file gives merged-away pages back
@@ -111,17 +102,37 @@ class SearchIndex(IndexWorker, Searcher):
         if any(s is store for s in self._attached):
             return
         self._attached.append(store)
-        store.listeners.append(Follower(self, store))
+        store.listeners.append(Follower(self, self.indexing, store))
         if self._meta("stale"):
-            self._enqueue(partial(self._rebuild, store))
+            self.indexing.enqueue(partial(self._rebuild, store))
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until pages recorded so far are indexed, and the index merged if that was due
+        (bounded); False on time-out."""
+        return self.indexing.flush(timeout)
+
+    def _wait(self, timeout: float) -> bool:
+        """Wait (bounded) until the pages recorded before this call are indexed."""
+        return self.indexing.wait(timeout)
+
+    def count(self) -> tuple[int, int]:
+        """(pages known, pages with text)."""
+        return self._searcher.count()
+
+    def search(
+        self, query: str, limit: int = 20, offset: int = 0, *, store: Store | None = None
+    ) -> SearchResults:
+        """The pages that match ``query``, ``limit`` of them from ``offset``, with snippets
+        from ``store`` (by default the attached one): :meth:`.Searcher.search`."""
+        return self._searcher.search(query, limit, offset, store=store)
 
     @contextmanager
-    def _batch(self) -> Iterator[None]:
+    def batch(self) -> Iterator[None]:
         """Pages written inside are committed together at the end: a commit per page makes
         FTS5 write, and later merge, a segment per page (twice the work).  All or none: an
         exception that leaves it rolls the whole batch back (a page has no savepoint of its
         own: FTS5 writes its pending terms out at each, a fifth of the indexing time), and
-        :meth:`_index_batch` indexes its pages again one by one."""
+        the indexing thread indexes its pages again one by one."""
         with self._write_lock:
             self._batching += 1
             try:
@@ -143,7 +154,7 @@ class SearchIndex(IndexWorker, Searcher):
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
-        """One page's writes: in a batch, part of it (all or none, see :meth:`_batch`), else
+        """One page's writes: in a batch, part of it (all or none, see :meth:`batch`), else
         a transaction of their own."""
         with self._lock:
             if not self._conn.in_transaction:
@@ -161,7 +172,7 @@ class SearchIndex(IndexWorker, Searcher):
     def close(self) -> None:
         self.flush()
         with self._lock:
-            self._closed = True
+            self.indexing.close()
             self._conn.close()
         self._texts.stop()
 
@@ -409,9 +420,9 @@ class SearchIndex(IndexWorker, Searcher):
                 newest[line.uri] = line
         return newest
 
-    def _catch_up(self, store: Store) -> int:
+    def catch_up(self, store: Store) -> int:
         """Index the captures newer than what the index has of their key: the pages a full
-        queue left out (:meth:`_enqueue`).  The number indexed."""
+        queue left out (:meth:`.IndexWorker.enqueue`).  The number indexed."""
         with self._write_lock:
             with self._lock:
                 known = dict(self._conn.execute("SELECT key, fetched FROM pages"))
@@ -422,7 +433,7 @@ class SearchIndex(IndexWorker, Searcher):
                 if known.get(key) is None or known[key] < line.timestamp
             ]
             for start in range(0, len(lines), BATCH):
-                with self._batch():
+                with self.batch():
                     for line in lines[start : start + BATCH]:
                         count += self.index_capture(store, line)
         if count:
@@ -440,7 +451,7 @@ class SearchIndex(IndexWorker, Searcher):
             count = 0
             lines = list(newest.values())
             for start in range(0, len(lines), BATCH):
-                with self._batch():
+                with self.batch():
                     for line in lines[start : start + BATCH]:
                         if self.index_capture(store, line):
                             count += 1
@@ -461,18 +472,18 @@ class SearchIndex(IndexWorker, Searcher):
         garbage, live = self.garbage()
         if store is None or garbage <= max(COMPACT_MIN, live // 4):
             return
-        with self._pending_lock:
+        with self._compact_lock:
             if self._compact_queued:
                 return
             self._compact_queued = True
-        self._enqueue(partial(self.compact, store))
+        self.indexing.enqueue(partial(self.compact, store))
 
     def compact(self, store: Store) -> int:
         """Build the full-text tables afresh from the pages' captures in the archive and swap
         them in: the terms of removed pages go.  Searches go on meanwhile against the old
         tables.  The number of pages whose text was indexed."""
         with self._write_lock:
-            with self._pending_lock:
+            with self._compact_lock:
                 self._compact_queued = False
             with self._lock, self._conn:
                 for table in FTS:
@@ -483,7 +494,7 @@ class SearchIndex(IndexWorker, Searcher):
                 ).fetchall()
             copied = 0
             for start in range(0, len(rows), BATCH):
-                with self._batch():
+                with self.batch():
                     for row in rows[start : start + BATCH]:
                         copied += self._copy(store, *row)
             with self._lock:
@@ -530,6 +541,42 @@ class SearchIndex(IndexWorker, Searcher):
                 (title, new.digest, page_id),
             )
         return 1
+
+    def merge_if_due(self, interrupted: Callable[[], bool]) -> bool:
+        """Merge each full-text table into one b-tree when enough pages came since the last
+        time (geometrically: each page is merged a few times in all; a small index whenever
+        pages came), in short steps, and only while nothing waits to be indexed.  FTS5 keeps
+        a b-tree (segment) per batch until its own merging catches up, each with its own copy
+        of every term, and a merge under way holds its input and output: a small cache
+        indexed page by page took up to twice the space of the same index merged.  False if
+        ``interrupted`` said pages came before it was done."""
+        with self._write_lock:
+            with self._lock:
+                (live,) = self._conn.execute("SELECT count(doc) FROM pages").fetchone()
+            unmerged = self._meta("unmerged")
+            if not unmerged or (
+                live > MERGE_SMALL and unmerged < max(MERGE_MIN, live // MERGE_SHARE)
+            ):
+                return True
+            while True:
+                with self._lock:
+                    before = self._conn.total_changes
+                    with self._conn:
+                        for table in FTS:
+                            self._conn.execute(
+                                f"INSERT INTO {table}({table}, rank) VALUES ('merge', ?)",
+                                (-MERGE_STEP,),
+                            )
+                    if self._conn.total_changes - before < 2 * len(FTS):
+                        break  # no work left (FTS5 counts the command itself as a change)
+                if interrupted():
+                    return False  # pages first; the merge goes on after them
+            with self._lock:
+                with self._conn:
+                    self._set_meta("unmerged", 0)
+                # the merged-away pages (executescript: execute() frees one page per call)
+                self._conn.executescript("PRAGMA incremental_vacuum")
+        return True
 
     def _tidy(self) -> None:
         """After a rebuild or compaction: merge each table's segments into one and give the

@@ -1,7 +1,7 @@
 """Answering a search: the matches of a query in the full-text tables and the URLs, a page of
 them, and each hit's snippet made from its capture read again from the archive.  Separate
-from :mod:`.index` (which keeps the tables up to date) because it only reads; it is a base
-class of :class:`~.index.SearchIndex`, which gives it the connection, ``_wait`` and ``_store``.
+from :mod:`.index` (which keeps the tables up to date) because it only reads; a
+:class:`~.index.SearchIndex` owns one :class:`Searcher` and gives it what it reads with.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -46,10 +47,22 @@ class SearchResults:
 
 
 class Searcher:
-    """Searching the index (a base class of :class:`~.index.SearchIndex`)."""
+    """Searching one index's tables: its connection ``conn``, used under its ``lock``;
+    ``ready`` waits (at most the seconds it is given) for the pages recorded a moment ago,
+    and ``attached`` is the store snippets are read from unless a search names one."""
 
-    _conn: sqlite3.Connection
-    _lock: threading.RLock
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        lock: threading.RLock,
+        *,
+        ready: Callable[[float], object],
+        attached: Callable[[], Store | None],
+    ) -> None:
+        self._conn = conn
+        self._lock = lock
+        self._wait = ready
+        self._store = attached
 
     def count(self) -> tuple[int, int]:
         """(pages known, pages with text)."""

@@ -3,9 +3,8 @@ recorded capture (:class:`Follower`), and the one worker thread that indexes the
 catches up when the queue overflowed, and merges the full-text tables once pages stop coming.
 Separate from :mod:`.index` because it is the concurrency (queue, thread, waiting, budgets):
 :mod:`.index` holds what a page's indexing writes, this module when and in which thread.
-:class:`IndexWorker` is a base class of :class:`~.index.SearchIndex`, whose ``__init__`` sets
-up the attributes it uses and which gives it ``index_capture``, ``_batch``, ``_catch_up`` and
-the ``meta`` counters.
+A :class:`~.index.SearchIndex` owns one :class:`IndexWorker`, which knows the index only as
+a :class:`PageIndex`: the few public methods that write pages, catch up and merge.
 """
 
 from __future__ import annotations
@@ -15,19 +14,19 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ..cdxj import CDXJRecord
 from ..warc import WARCWriteError
 from .capture import READ_ERRORS, Given, read_payload, wants_text
-from .schema import FTS
 from .textproc import PageError
 
 if TYPE_CHECKING:
     from ...url import URL
     from ..store import RecordedPayload, Store
-    from .index import SearchIndex
     from .schema import Text
     from .textproc import TextHelper
 
@@ -38,10 +37,6 @@ COLLECT = 0.25  # seconds a batch waits for more pages while they keep coming (n
 MAX_PENDING = 10_000  # pages waiting to be indexed; past it, caught up from the CDXJ index
 MERGE_IDLE = 1.0  # seconds without a page before a due merge (flush: at once)
 IDLE_EXIT = 5.0  # seconds without work before the indexing thread ends
-MERGE_MIN = 16  # pages indexed since the last full merge before another is worth it ...
-MERGE_SHARE = 8  # ... or an eighth of the pages with text, whichever is more ...
-MERGE_SMALL = 1000  # ... or any, up to this many pages with text (a merge takes milliseconds)
-MERGE_STEP = 200  # FTS5 pages written per step of a full merge (a short transaction)
 GIVEN_MAX = 1024 * 1024  # a recorded payload up to this size is handed over, not read back ...
 GIVEN_BUDGET = 16 * 1024 * 1024  # ... while those waiting to be indexed hold less than this
 
@@ -55,11 +50,47 @@ class Capture(NamedTuple):
     given: Given | None = None
 
 
-class Follower:
-    """The store listener that keeps one search index up to date with one store."""
+Job = Capture | Callable[[], object]
 
-    def __init__(self, index: SearchIndex, store: Store) -> None:
+
+class PageIndex(Protocol):
+    """What the indexing thread and the store listener ask of the index they work for
+    (:class:`~.index.SearchIndex`)."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def batch(self) -> AbstractContextManager[None]:
+        """Pages indexed inside are committed together (all or none)."""
+        ...
+
+    def index_capture(
+        self, store: Store, line: CDXJRecord, given: Given | None, made: Text | PageError | None
+    ) -> bool:
+        """Index one capture (from ``given``, its payload as recorded, and ``made``, its text
+        made already, where there are)."""
+        ...
+
+    def catch_up(self, store: Store) -> int:
+        """Index the captures of ``store`` newer than what the index has of their key."""
+        ...
+
+    def merge_if_due(self, interrupted: Callable[[], bool]) -> bool:
+        """Merge the full-text tables if that is due; False if ``interrupted`` said so first."""
+        ...
+
+    def remove_pages(
+        self, keys: Iterable[str], files: Iterable[str], *, store: Store | None = None
+    ) -> int: ...
+
+
+class Follower:
+    """The store listener that keeps one search index up to date with one store: captures
+    go to the index's worker, deletes to the index."""
+
+    def __init__(self, index: PageIndex, worker: IndexWorker, store: Store) -> None:
         self.index = index
+        self.worker = worker
         self.store = store
 
     def on_put(self, url: URL, key: str, lines: list[CDXJRecord]) -> None:
@@ -79,14 +110,14 @@ class Follower:
                 and line.record_type == "response"
                 and wants_text(line)
                 and payload.length <= GIVEN_MAX
-                and self.index._reserve(payload.length)  # noqa: SLF001
+                and self.worker.reserve(payload.length)
             ):
                 try:
                     given = Given(payload.read(), tuple(payload.http_headers))
                 except (WARCWriteError, OSError) as exc:  # read back from the file instead
                     log.warning("search: %s: the recorded payload is not at hand: %s", key, exc)
-                    self.index._release(payload.length)  # noqa: SLF001
-            self.index._enqueue(Capture(self.store, line, given))  # noqa: SLF001
+                    self.worker.release(payload.length)
+            self.worker.enqueue(Capture(self.store, line, given))
 
     def on_delete(self, keys: list[str], files: list[str]) -> None:
         self.index.remove_pages(keys, files, store=self.store)
@@ -96,28 +127,31 @@ class Follower:
 
 
 class IndexWorker:
-    """The queue of pages waiting to be indexed and the thread that indexes them (a base
-    class of :class:`~.index.SearchIndex`, which sets these attributes up)."""
+    """The queue of pages waiting to be indexed and the thread that indexes them into
+    ``index``, their text made by ``texts`` (the index owns both)."""
 
-    _conn: sqlite3.Connection
-    _lock: threading.RLock
-    _write_lock: threading.RLock
-    _pending: queue.Queue[Capture | Callable[[], object]]
-    _pending_lock: threading.Lock
-    _given_bytes: int
-    _worker: threading.Thread | None
-    _merging: int
-    _merge_wanted: bool
-    _closed: bool
-    _waiters: int
-    _merge_waiters: int
-    _progress: threading.Condition
-    _enqueued: int
-    _finished: int
-    _behind: Store | None
-    _texts: TextHelper
+    def __init__(self, index: PageIndex, texts: TextHelper) -> None:
+        self.index = index
+        #: makes the recorded pages' text in a process of its own (see .textproc)
+        self.texts = texts
+        self._pending: queue.Queue[Job] = queue.Queue()
+        self._pending_lock = threading.Lock()
+        #: jobs queued and jobs done, in order (one thread): a wait for the pages recorded
+        #: before it waits for its own number, not for an empty queue (see wait)
+        self._progress = threading.Condition(self._pending_lock)
+        self._enqueued = 0
+        self._finished = 0
+        self._given_bytes = 0  # payloads handed over and waiting in _pending (GIVEN_BUDGET)
+        self._thread: threading.Thread | None = None
+        self._merging = 0  # the indexing thread may be merging (see _idle_work)
+        self._merge_wanted = False  # pages came since the last merge (see _work)
+        self._closed = False
+        self._waiters = 0  # callers of wait: the indexing thread does not dawdle
+        self._merge_waiters = 0  # ... and those waiting for the merge too (flush)
+        #: the store whose pages did not fit the queue: caught up from its index (_idle_work)
+        self._behind: Store | None = None
 
-    def _reserve(self, size: int) -> bool:
+    def reserve(self, size: int) -> bool:
         """Room for a handed-over payload of ``size`` bytes in the queue?  (Taken if so;
         :meth:`_run` gives it back.)"""
         with self._pending_lock:
@@ -126,15 +160,16 @@ class IndexWorker:
             self._given_bytes += size
             return True
 
-    def _release(self, size: int) -> None:
+    def release(self, size: int) -> None:
+        """Give back room :meth:`reserve` took for a payload that is not queued after all."""
         with self._pending_lock:
             self._given_bytes -= size
 
-    def _enqueue(self, job: Capture | Callable[[], object]) -> None:
-        """Index in a worker thread: parsing a large page must never hold up the response
-        being recorded (the browser waits for the record before its last bytes).  Never
-        blocks: past :data:`MAX_PENDING` waiting pages, a page is left to :meth:`_catch_up`,
-        which finds it in the store's index once the thread is idle again."""
+    def enqueue(self, job: Job) -> None:
+        """Index (or run a job) in the worker thread: parsing a large page must never hold up
+        the response being recorded (the browser waits for the record before its last bytes).
+        Never blocks: past :data:`MAX_PENDING` waiting pages, a page is left to the index's
+        ``catch_up``, which finds it in the store's index once the thread is idle again."""
         with self._pending_lock:
             if isinstance(job, Capture) and self._pending.qsize() >= MAX_PENDING:
                 if self._behind is None:
@@ -145,11 +180,11 @@ class IndexWorker:
             else:
                 self._pending.put(job)
                 self._enqueued += 1
-            if self._worker is None or not self._worker.is_alive():
-                self._worker = threading.Thread(
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
                     target=self._work, name="wwwproxy-search-index", daemon=True
                 )
-                self._worker.start()
+                self._thread.start()
 
     def _work(self) -> None:
         """The indexing thread: pages in batches, then, once none came for a while (or
@@ -169,21 +204,22 @@ class IndexWorker:
                     continue
                 with self._pending_lock:
                     if self._pending.empty() and self._behind is None:
-                        self._worker = None
+                        self._thread = None
                         idle = True
                     else:
                         idle = False
                 if idle:  # the text helper goes too (a later page starts another)
-                    self._texts.stop()
+                    self.texts.stop()
                     return
                 continue
             jobs = self._collect(job)
-            pages = [job for job in jobs if isinstance(job, Capture)]
+            pages: list[Job] = [job for job in jobs if isinstance(job, Capture)]
+            others: list[Job] = [job for job in jobs if not isinstance(job, Capture)]
             if pages:
                 self._merge_wanted = True  # before the jobs are done: flush() sees no gap
             # the pages, then the job that ended their batch (it came after them): those
             # waiting for the pages need not wait for it too (a compaction takes long)
-            for part in (pages, [job for job in jobs if not isinstance(job, Capture)]):
+            for part in (pages, others):
                 if not part:
                     continue
                 try:
@@ -195,7 +231,7 @@ class IndexWorker:
                         self._finished += len(part)
                         self._progress.notify_all()
 
-    def _collect(self, job: Capture | Callable[[], object]) -> list[Capture | Callable[[], object]]:
+    def _collect(self, job: Job) -> list[Job]:
         """A batch: the pages waiting, and those coming within :data:`COLLECT` seconds (up to
         :data:`BATCH`), unless someone waits for them; a job that is no page ends it.  One
         transaction (one FTS5 segment) for several pages costs less than one each."""
@@ -223,19 +259,23 @@ class IndexWorker:
             if behind is not None:
                 self._merge_wanted = True
                 try:
-                    self._catch_up(behind)
+                    self.index.catch_up(behind)
                 except Exception:  # noqa: BLE001
                     log.exception("search index: not caught up")
             self._merge_wanted = False
             try:
-                if not self._merge_if_due():
+                if not self.index.merge_if_due(self._pages_waiting):
                     self._merge_wanted = True  # pages came first: merge after them
             except sqlite3.Error:
                 log.exception("search index: not merged")
         finally:
             self._merging -= 1
 
-    def _run(self, jobs: list[Capture | Callable[[], object]]) -> None:
+    def _pages_waiting(self) -> bool:
+        """Anything queued: a merge under way stops for it."""
+        return not self._pending.empty()
+
+    def _run(self, jobs: list[Job]) -> None:
         """The pages recorded meanwhile in one transaction, then the job that ended the batch
         (a rebuild or compaction) if any; a failure is logged, never fatal."""
         captures = [job for job in jobs if isinstance(job, Capture)]
@@ -256,7 +296,7 @@ class IndexWorker:
                 log.exception("search index: %d page(s) not indexed", len(captures))
         finally:
             if given:
-                self._release(given)
+                self.release(given)
         for job in jobs:
             if not isinstance(job, Capture):
                 try:
@@ -270,9 +310,9 @@ class IndexWorker:
         disk ends it (the caller says so once)."""
         try:
             made = self._made(captures)
-            with self._batch():
+            with self.index.batch():
                 for capture, text in zip(captures, made, strict=True):
-                    self.index_capture(capture.store, capture.line, capture.given, text)
+                    self.index.index_capture(capture.store, capture.line, capture.given, text)
             return
         except sqlite3.Error as exc:
             if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
@@ -281,7 +321,7 @@ class IndexWorker:
             pass
         for capture in captures:
             try:
-                self.index_capture(capture.store, capture.line, capture.given)
+                self.index.index_capture(capture.store, capture.line, capture.given, None)
             except sqlite3.Error as exc:
                 if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
                     raise
@@ -312,52 +352,20 @@ class IndexWorker:
                     continue
             wanted.append(i)
             pages.append((given.payload, given.headers))
-        for i, text in zip(wanted, self._texts.texts(pages), strict=True):
+        for i, text in zip(wanted, self.texts.texts(pages), strict=True):
             made[i] = text
         return made
-
-    def _merge_if_due(self) -> bool:
-        """Merge each full-text table into one b-tree when enough pages came since the last
-        time (geometrically: each page is merged a few times in all; a small index whenever
-        pages came), in short steps, and only while nothing waits to be indexed.  FTS5 keeps
-        a b-tree (segment) per batch until its own merging catches up, each with its own copy
-        of every term, and a merge under way holds its input and output: a small cache
-        indexed page by page took up to twice the space of the same index merged.  False if
-        pages came before it was done."""
-        with self._write_lock:
-            with self._lock:
-                (live,) = self._conn.execute("SELECT count(doc) FROM pages").fetchone()
-            unmerged = self._meta("unmerged")
-            if not unmerged or (
-                live > MERGE_SMALL and unmerged < max(MERGE_MIN, live // MERGE_SHARE)
-            ):
-                return True
-            while True:
-                with self._lock:
-                    before = self._conn.total_changes
-                    with self._conn:
-                        for table in FTS:
-                            self._conn.execute(
-                                f"INSERT INTO {table}({table}, rank) VALUES ('merge', ?)",
-                                (-MERGE_STEP,),
-                            )
-                    if self._conn.total_changes - before < 2 * len(FTS):
-                        break  # no work left (FTS5 counts the command itself as a change)
-                if not self._pending.empty():
-                    return False  # pages first; the merge goes on after them
-            with self._lock:
-                with self._conn:
-                    self._set_meta("unmerged", 0)
-                # the merged-away pages (executescript: execute() frees one page per call)
-                self._conn.executescript("PRAGMA incremental_vacuum")
-        return True
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until pages recorded so far are indexed, and the index merged if that was due
         (bounded); False on time-out."""
-        return self._wait(timeout, merged=True)
+        return self.wait(timeout, merged=True)
 
-    def _wait(self, timeout: float, *, merged: bool = False) -> bool:
+    def close(self) -> None:
+        """The index is closing: pages recorded from now on are not indexed, nor merged."""
+        self._closed = True
+
+    def wait(self, timeout: float, *, merged: bool = False) -> bool:
         """Wait (at most ``timeout`` seconds) until the pages queued before this call are
         indexed; with ``merged``, until the queue is empty, the pages a full queue left
         behind are caught up and a due merge is done.  False on time-out.
@@ -376,7 +384,7 @@ class IndexWorker:
             if self._finished < target or (
                 merged and (self._behind is not None or self._merge_wanted)
             ):
-                self._enqueue(_wake)  # the thread may be collecting a batch, or idling
+                self.enqueue(_wake)  # the thread may be collecting a batch, or idling
             with self._progress:
                 while self._finished < target or (
                     merged
