@@ -145,7 +145,7 @@ def parse_schedule(
     every_value: float | None = None
     if every not in (None, ""):
         try:
-            every_value = float(every)  # type: ignore[arg-type]
+            every_value = float(every)
         except (TypeError, ValueError):
             raise MonitorError(f"every: {every!r} is not a number of hours") from None
         if every_value.is_integer():
@@ -160,7 +160,7 @@ def parse_schedule(
     return Schedule(every_value, days, tuple(hrs))
 
 
-def _items(value: str | Sequence[Any] | None) -> list[Any]:
+def _items(value: str | Sequence[object] | None) -> list[object]:
     if value is None:
         return []
     if isinstance(value, str):
@@ -251,7 +251,7 @@ def _yaml() -> YAML:
     return y
 
 
-def _line(node: Any, key: Any = None) -> str:
+def _line(node: Any, key: object = None) -> str:
     with contextlib.suppress(AttributeError, KeyError, TypeError, IndexError):
         if key is None:
             return f"line {node.lc.line + 1}"
@@ -259,7 +259,7 @@ def _line(node: Any, key: Any = None) -> str:
     return "?"
 
 
-def _time(value: Any, where: str) -> datetime | None:
+def _time(value: object, where: str) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, datetime):
@@ -278,7 +278,7 @@ def _format_time(dt: datetime) -> str:
     return dt.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _entry(item: Any, source: str) -> MonitorEntry:
+def _entry(item: object, source: str) -> MonitorEntry:
     where = f"{source}: {_line(item)}"
     if not isinstance(item, dict):
         raise MonitorError(f"{where}: an entry must be a mapping with url and a schedule")
@@ -329,7 +329,7 @@ def _read(path: Path) -> tuple[CommentedSeq, list[MonitorEntry]]:
         raise MonitorError(f"{where}: not valid YAML: {' '.join(str(problem).split())}") from None
     if data is None:
         return CommentedSeq(), []
-    if not isinstance(data, list):
+    if not isinstance(data, CommentedSeq):  # what the round-trip loader makes of any list
         raise MonitorError(f"{path}: the file must be a list of entries")
     entries = [_entry(item, str(path)) for item in data]
     seen: set[str] = set()
