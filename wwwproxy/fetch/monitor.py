@@ -43,7 +43,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -63,6 +63,7 @@ __all__ = [
     "WEEKDAYS",
     "MonitorEntry",
     "MonitorError",
+    "PageRow",
     "Schedule",
     "add",
     "describe",
@@ -456,11 +457,23 @@ def record_result(
             return
 
 
-def page_rows(path: str | os.PathLike[str], now: datetime) -> list[dict[str, Any]]:
-    """What the /monitor/ page shows, one dict per URL (values are plain text: escape them):
-    url, schedule (in words), every, weekdays, hours, last, next (ISO times or None), due,
-    error."""
-    rows = []
+class PageRow(TypedDict):
+    """One monitored URL as the /monitor/ page shows it (text is plain: escape it)."""
+
+    url: str
+    schedule: str  # in words
+    every: float | None
+    weekdays: list[str]
+    hours: list[int]
+    last: str | None  # ISO time
+    next: str  # ISO time
+    due: bool
+    error: str | None
+
+
+def page_rows(path: str | os.PathLike[str], now: datetime) -> list[PageRow]:
+    """What the /monitor/ page shows, one row per URL."""
+    rows: list[PageRow] = []
     for entry in load(path):
         when = next_due(entry, now)
         rows.append(
