@@ -97,8 +97,9 @@ def read_lists(
         elif path.is_dir():
             db = URLDatabase(path)
             found = []
+            wanted: Sequence[str | None] = categories or [None]  # None: every category
             try:
-                for category in categories or [None]:
+                for category in wanted:
                     found += db.urls(category)
             except URLDBError as exc:
                 raise ListError(str(exc)) from None
@@ -607,8 +608,8 @@ async def _urldb_check(
                 where = db.path_for(entry.domain).name
                 for problem in problems:
                     print(f"{entry.url}: {problem} [{where}]")
-    for problem in db.problems:
-        print(f"{problem}")
+    for unusable in db.problems:
+        print(f"{unusable}")
     print(
         f"{len(entries)} record{'s' if len(entries) != 1 else ''} checked, {bad} with problems"
         + (f", {len(db.problems)} unusable database file(s)" if db.problems else ""),

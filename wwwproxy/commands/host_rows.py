@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..archive.cdxj import CDXJRecord
 from ..archive.index_lines import INDEXED_TYPES
@@ -23,6 +24,9 @@ from ..archive.store import WARC_SUFFIX
 from ..http.policy import is_good, is_servable
 from ..url import url_hash
 from ..url.surt import host_surt
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
 
 __all__ = ["HostRows", "PageInfo", "host_of", "split_hostport"]
 
@@ -89,7 +93,6 @@ _Capture = tuple[str, "int | None", "str | None", "int | None"]
 _NO_SIZE = -1  # a line without its record length: the size comes from the file
 _TS_WIDTH = 27  # the index's one timestamp form: 2026-11-22T05:04:30.123456Z
 _INT64 = 1 << 63
-_SAME = object()  # in _good / _servable: no entry means "the newest capture"
 #: an order with at most this many rows changed since it was made (or one in 32 of the rows,
 #: whichever is more) has them put back in place one by one; with more it is made again
 _FIX_AT_MOST = 256
@@ -97,7 +100,7 @@ _FIX_AT_MOST = 256
 
 def _stored(value: object) -> int:
     """An optional non-negative integer as a column holds it (-1: none)."""
-    return value if type(value) is int and 0 <= value < _INT64 else -1  # type: ignore[return-value]
+    return value if type(value) is int and 0 <= value < _INT64 else -1
 
 
 class HostRows:
@@ -252,8 +255,7 @@ class HostRows:
     def _chosen(
         self, row: int, kept: dict[int, _Capture | None], newest: _Capture
     ) -> _Capture | None:
-        found = kept.get(row, _SAME)
-        return newest if found is _SAME else found  # type: ignore[return-value]
+        return kept.get(row, newest)
 
     def _keep_chosen(
         self, row: int, kept: dict[int, _Capture | None], capture: _Capture | None, newest: _Capture
@@ -375,7 +377,7 @@ class HostRows:
             newest_status=newest_status if served is None or served[1] != newest_status else None,
         )
 
-    def _sort_key(self, sort: str, keep_good: bool) -> Callable[[int], object]:
+    def _sort_key(self, sort: str, keep_good: bool) -> Callable[[int], SupportsRichComparison]:
         """What ``sort`` orders rows by: their key (unique), else time or shown size and then
         the key, which is what a stable sort of the name order gives."""
         if sort == "time":
@@ -409,7 +411,9 @@ class HostRows:
         return rows
 
 
-def _put_in_place(rows: array[int], stale: set[int], key: Callable[[int], object]) -> None:
+def _put_in_place(
+    rows: array[int], stale: set[int], key: Callable[[int], SupportsRichComparison]
+) -> None:
     """Put the ``stale`` rows of an order (sorted by ``key``, whose values are unique) where
     they belong now: out from where they were, if they were in it, then in by bisection.  The
     order holds the rows numbered below its length (rows are only ever added at the end)."""

@@ -117,10 +117,12 @@ async def page(ctx: Context) -> web.StreamResponse:
 
 async def hosts_page(ctx: Context) -> web.StreamResponse:
     hosts = await in_worker(list_hosts, ctx.services.store)
+    total_pages = sum(h.pages for h in hosts)
+    total_size = sum(h.size for h in hosts)
     data = {
         "hosts": [h.as_json() for h in hosts],
-        "total_pages": sum(h.pages for h in hosts),
-        "total_size": sum(h.size for h in hosts),
+        "total_pages": total_pages,
+        "total_size": total_size,
     }
 
     def render() -> str:
@@ -136,8 +138,8 @@ async def hosts_page(ctx: Context) -> web.StreamResponse:
             for h in hosts
         ]
         summary = (
-            f'<p class="muted">{len(hosts)} hosts, {data["total_pages"]} pages, '
-            f"{esc(fmt_size(data['total_size']))}. What was fetched: "
+            f'<p class="muted">{len(hosts)} hosts, {total_pages} pages, '
+            f"{esc(fmt_size(total_size))}. What was fetched: "
             + link("/index/lasttime/", "in the last online session")
             + " · "
             + link("/index/prevtime1/", "in the one before")

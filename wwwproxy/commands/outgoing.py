@@ -9,7 +9,7 @@ from aiohttp import web
 
 from ..archive.outgoing import OutgoingQueue, QueuedRequest
 from .context import Context, PageError
-from .template import button_form, esc, table
+from .template import Cell, button_form, esc, table
 from .worker import in_worker
 
 __all__ = ["page"]
@@ -64,7 +64,7 @@ async def page(ctx: Context) -> web.StreamResponse:
         data["message"] = message
 
     def render() -> str:
-        rows = []
+        rows: list[tuple[Cell, ...]] = []
         for e in entries:
             if "error" in e:
                 rows.append((f'<span class="url">{esc(e["file"])}</span>', "", "", esc(e["error"])))

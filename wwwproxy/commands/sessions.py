@@ -18,7 +18,7 @@ from ..archive.sessions import KEEP_SESSIONS, LastOut, Session, SessionLog, read
 from .context import Context, PageError
 from .index import MAX_PER_PAGE, PER_PAGE, pager, past_the_end
 from .recent import Capture, captures_between
-from .template import esc, fmt_size, fmt_time, href, link, table
+from .template import Cell, esc, fmt_size, fmt_time, href, link, table
 from .worker import in_worker
 
 __all__ = ["SESSION_PAGES", "lastout", "page", "session_name"]
@@ -154,7 +154,7 @@ async def page(ctx: Context) -> web.StreamResponse:
             )
         notes += past_the_end(asked, shown_number, last)
         paging = pager(to, shown_number, last, first, len(shown), total, "captures")
-        head = [
+        head: list[Cell] = [
             (link(ctx.path, "Fetched (UTC)" + arrow, {"order": new_order, "per": per}), "when"),
             "URL",
             "Status",

@@ -11,10 +11,12 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from typing import TypeAlias
 from urllib.parse import quote
 
 __all__ = [
     "NAV",
+    "Cell",
     "button_form",
     "clean",
     "esc",
@@ -26,6 +28,9 @@ __all__ = [
     "link",
     "table",
 ]
+
+#: A table cell: its text or HTML alone, or ``(html, css class)``.
+Cell: TypeAlias = str | tuple[str, str]
 
 #: The pages in the navigation bar: (path, label).
 NAV = (
@@ -163,13 +168,11 @@ def button_form(
     )
 
 
-def table(
-    headers: Sequence[str | tuple[str, str]], rows: Iterable[Sequence[str]], *, empty: str = ""
-) -> str:
+def table(headers: Sequence[Cell], rows: Iterable[Sequence[Cell]], *, empty: str = "") -> str:
     """A table; header cells are text (escaped here, or ``(html, css class)``), row cells
     are HTML already escaped by the caller (``(html, css class)`` pairs allowed too)."""
 
-    def cell(tag: str, item: str | tuple[str, str], escape: bool) -> str:
+    def cell(tag: str, item: Cell, escape: bool) -> str:
         content, cls = (item, "") if isinstance(item, str) else item
         body = esc(content) if escape else content
         return f'<{tag} class="{cls}">{body}</{tag}>' if cls else f"<{tag}>{body}</{tag}>"

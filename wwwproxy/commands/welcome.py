@@ -31,12 +31,14 @@ async def page(ctx: Context) -> web.StreamResponse:
     hosts = await in_worker(list_hosts, ctx.services.store.root)
     search = ctx.services.search
     indexed, with_text = await in_worker(search.count) if search else (None, None)
+    size = sum(h.size for h in hosts)
+    last_fetch = max((h.last for h in hosts if h.last), default=None)
     data = {
         **status(ctx),
         "hosts": len(hosts),
         "pages": sum(h.pages for h in hosts),
-        "size": sum(h.size for h in hosts),
-        "last_fetch": max((h.last for h in hosts if h.last), default=None),
+        "size": size,
+        "last_fetch": last_fetch,
         "search_indexed": indexed,
         "search_with_text": with_text,
         "pages_here": [{"path": p, "what": what} for p, _, what in _PAGES],
@@ -50,12 +52,9 @@ async def page(ctx: Context) -> web.StreamResponse:
                 (data["mode"], "mode"),
                 (data["pages"], "pages cached"),
                 (data["hosts"], "hosts"),
-                (fmt_size(data["size"]), "on disk"),  # type: ignore[arg-type]
+                (fmt_size(size), "on disk"),
                 (data["queued"], "queued requests"),
-                (
-                    fmt_time(data["last_fetch"], seconds=False) or "never",  # type: ignore[arg-type]
-                    "last fetch (UTC)",
-                ),
+                (fmt_time(last_fetch, seconds=False) or "never", "last fetch (UTC)"),
             )
         )
         links = "".join(

@@ -83,7 +83,7 @@ class _CSSScanner:
         return self.s[i], i + 1
 
     def ident(self, i: int) -> tuple[str, int]:
-        out = []
+        out: list[str] = []
         while i < self.n:
             c = self.s[i]
             if _name_char(c):
@@ -97,7 +97,7 @@ class _CSSScanner:
         return "".join(out), i
 
     def string(self, i: int, quote: str) -> tuple[str | None, int]:
-        out = []
+        out: list[str] = []
         while i < self.n:
             c = self.s[i]
             if c == quote:
@@ -121,7 +121,7 @@ class _CSSScanner:
         """An unquoted ``url(`` token's value (None if it is a bad URL) and the index after."""
         while i < self.n and self.s[i] in _CSS_WS:
             i += 1
-        out = []
+        out: list[str] = []
         while i < self.n:
             c = self.s[i]
             if c == ")":

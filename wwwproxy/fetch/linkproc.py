@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import cast
 
 from ..archive.search.helper import Helper, serve
 from .bodies import Recorded, page_links
@@ -21,6 +22,8 @@ _MODULE = "wwwproxy.fetch.linkproc"
 #: a recorded response's payload (as recorded, Content-Encoded), its headers, the page's URL,
 #: and whether its hyperlinks are wanted (else its requisites only)
 Page = tuple[bytes, Sequence[tuple[str, str]], str, bool]
+#: pages as they cross the pipe to the helper (marshal keeps these types)
+_Wire = list[tuple[bytes, list[tuple[str, str]], str, bool]]
 
 
 def links_of(pages: Sequence[Page]) -> list[list[Link] | ValueError]:
@@ -35,14 +38,16 @@ def links_of(pages: Sequence[Page]) -> list[list[Link] | ValueError]:
     return out
 
 
-def _encode(pages: Sequence[Page]) -> object:
-    return [(bytes(b), [tuple(h) for h in hs], str(u), bool(f)) for b, hs, u, f in pages]
+def _encode(pages: Sequence[Page]) -> _Wire:
+    return [(bytes(b), [(n, v) for n, v in hs], str(u), bool(f)) for b, hs, u, f in pages]
 
 
 def _answer(request: object) -> object:
     """In the helper: each page's links as ``(url, kind, requisite)`` triples, a failure as
     its message."""
-    pages = [(bytes(b), [tuple(h) for h in hs], u, f) for b, hs, u, f in request]  # type: ignore[attr-defined]
+    # what _encode sent: the helper's pipe hands it over untyped (object)
+    wire = cast(_Wire, request)
+    pages = [(bytes(b), [(n, v) for n, v in hs], u, f) for b, hs, u, f in wire]
     return [
         str(r) if isinstance(r, ValueError) else [(k.url, k.kind, k.requisite) for k in r]
         for r in links_of(pages)

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -63,6 +63,7 @@ __all__ = [
     "WEEKDAYS",
     "MonitorEntry",
     "MonitorError",
+    "PageRow",
     "Schedule",
     "add",
     "describe",
@@ -145,7 +146,7 @@ def parse_schedule(
     every_value: float | None = None
     if every not in (None, ""):
         try:
-            every_value = float(every)  # type: ignore[arg-type]
+            every_value = float(every)
         except (TypeError, ValueError):
             raise MonitorError(f"every: {every!r} is not a number of hours") from None
         if every_value.is_integer():
@@ -160,7 +161,7 @@ def parse_schedule(
     return Schedule(every_value, days, tuple(hrs))
 
 
-def _items(value: str | Sequence[Any] | None) -> list[Any]:
+def _items(value: str | Sequence[object] | None) -> list[object]:
     if value is None:
         return []
     if isinstance(value, str):
@@ -251,7 +252,7 @@ def _yaml() -> YAML:
     return y
 
 
-def _line(node: Any, key: Any = None) -> str:
+def _line(node: Any, key: object = None) -> str:
     with contextlib.suppress(AttributeError, KeyError, TypeError, IndexError):
         if key is None:
             return f"line {node.lc.line + 1}"
@@ -259,7 +260,7 @@ def _line(node: Any, key: Any = None) -> str:
     return "?"
 
 
-def _time(value: Any, where: str) -> datetime | None:
+def _time(value: object, where: str) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, datetime):
@@ -278,7 +279,7 @@ def _format_time(dt: datetime) -> str:
     return dt.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _entry(item: Any, source: str) -> MonitorEntry:
+def _entry(item: object, source: str) -> MonitorEntry:
     where = f"{source}: {_line(item)}"
     if not isinstance(item, dict):
         raise MonitorError(f"{where}: an entry must be a mapping with url and a schedule")
@@ -329,7 +330,7 @@ def _read(path: Path) -> tuple[CommentedSeq, list[MonitorEntry]]:
         raise MonitorError(f"{where}: not valid YAML: {' '.join(str(problem).split())}") from None
     if data is None:
         return CommentedSeq(), []
-    if not isinstance(data, list):
+    if not isinstance(data, CommentedSeq):  # what the round-trip loader makes of any list
         raise MonitorError(f"{path}: the file must be a list of entries")
     entries = [_entry(item, str(path)) for item in data]
     seen: set[str] = set()
@@ -456,11 +457,23 @@ def record_result(
             return
 
 
-def page_rows(path: str | os.PathLike[str], now: datetime) -> list[dict[str, Any]]:
-    """What the /monitor/ page shows, one dict per URL (values are plain text: escape them):
-    url, schedule (in words), every, weekdays, hours, last, next (ISO times or None), due,
-    error."""
-    rows = []
+class PageRow(TypedDict):
+    """One monitored URL as the /monitor/ page shows it (text is plain: escape it)."""
+
+    url: str
+    schedule: str  # in words
+    every: float | None
+    weekdays: list[str]
+    hours: list[int]
+    last: str | None  # ISO time
+    next: str  # ISO time
+    due: bool
+    error: str | None
+
+
+def page_rows(path: str | os.PathLike[str], now: datetime) -> list[PageRow]:
+    """What the /monitor/ page shows, one row per URL."""
+    rows: list[PageRow] = []
     for entry in load(path):
         when = next_due(entry, now)
         rows.append(

@@ -175,7 +175,10 @@ class Prefetcher:
                 await asyncio.gather(*(self._fetch_other(item) for item in others))
             await self._work.join()
         finally:
-            pending = [*workers, *(f for f in self._robots.values() if not f.done())]
+            pending: list[asyncio.Future[None] | asyncio.Future[RobotsRules]] = [
+                *workers,
+                *(f for f in self._robots.values() if not f.done()),
+            ]
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
@@ -283,6 +286,7 @@ class Prefetcher:
                         Result(url.file, Outcome.ROBOTS, problem="disallowed by robots.txt")
                     )
                 return
+        entry: CachedEntry | Recorded | None
         handled = self._handled.get(url.file)
         if handled is not None:
             await handled.wait()  # fetched already (or being fetched): follow it again
@@ -536,6 +540,7 @@ class Prefetcher:
     async def _load_robots(self, url: URL) -> RobotsRules:
         target = canonicalize(robots_url(url))
         for _ in range(ROBOTS_REDIRECTS + 1):
+            entry: CachedEntry | Recorded | None
             handled = self._handled.get(target.file)
             if handled is not None:
                 await handled.wait()

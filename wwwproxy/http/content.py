@@ -172,7 +172,8 @@ class _Brotli(_Stage):
             data = b""
             if self._in and self._d.can_accept_more_data():
                 data, self._in = self._in, b""
-            return self._d.process(data, output_buffer_limit=n)
+            out: bytes = self._d.process(data, output_buffer_limit=n)  # brotli is untyped
+            return out
         except brotli.error as exc:
             raise self._bad(exc) from None
 

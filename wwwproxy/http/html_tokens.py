@@ -77,7 +77,11 @@ def tag_attributes(text: str, start: int = 0, *, decode: bool = True) -> dict[st
     A name may start with ``=``; an unclosed quote runs to the end.  ``decode`` False keeps
     character references as written (the charset prescan, which runs before decoding)."""
     attrs: dict[str, str] = {}
-    pos = _TAG_NAME.match(text, start).end() if start < len(text) else start  # type: ignore[union-attr]
+    pos = start
+    if start < len(text):
+        tag_name = _TAG_NAME.match(text, start)
+        assert tag_name is not None  # any character begins a name
+        pos = tag_name.end()
     match = _ATTRIBUTE.match
     while m := match(text, pos):
         end, name, dq, sq, bare = m.groups()
@@ -169,7 +173,9 @@ def _start_tag(text: str, i: int) -> tuple[int, str | None, bool]:
     """The start tag at ``text[i]`` ("<" and a letter) that is not plain, by the stdlib's
     rules: where it ends (-1: at the end of the document, unfinished), its lower-cased name
     (None: the stdlib takes it as text), and whether it ends with "/>"."""
-    j = _LOCATE_START_TAG_END.match(text, i).end()  # type: ignore[union-attr]
+    located = _LOCATE_START_TAG_END.match(text, i)
+    assert located is not None  # "<" and a letter, as the caller found
+    j = located.end()
     after = text[j : j + 1]
     if after == ">":
         end = j + 1
@@ -220,7 +226,12 @@ def start_tags(
     find = text.find
     plain_tag, plain_attributes, raw_text = _PLAIN_TAG.match, _PLAIN_ATTRIBUTE.findall, RAW_TEXT
     while i < n:
-        i = skip(text, i).end() if pass_over else find("<", i)  # type: ignore[union-attr]
+        if pass_over:
+            passed = skip(text, i)
+            assert passed is not None  # the expression matches the empty string too
+            i = passed.end()
+        else:
+            i = find("<", i)
         if i < 0 or i >= n:
             return
         m = plain_tag(text, i)

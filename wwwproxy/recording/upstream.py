@@ -12,12 +12,13 @@ import os
 import re
 import socket
 import ssl
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TypedDict
 
 import aiohttp
 from aiohttp import http_writer
+from multidict import CIMultiDict
 from yarl import URL as YURL
 
 from ..config import Config
@@ -82,12 +83,6 @@ class UpstreamTimeouts:
 _FORBIDDEN = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
-class _Items(Protocol):
-    def items(self) -> Iterable[tuple[str, str]]: ...
-
-    def values(self) -> Iterable[str]: ...
-
-
 def _escaped(text: str) -> bool:
     """Does ``text`` hold bytes that were not UTF-8 (surrogate escapes), which aiohttp's
     serializer would drop (its C one) or refuse (its Python one)?"""
@@ -102,7 +97,7 @@ def _escaped(text: str) -> bool:
 _AIOHTTP_HEAD = http_writer._serialize_headers
 
 
-def serialize_head(status_line: str, headers: _Items) -> bytes:
+def serialize_head(status_line: str, headers: CIMultiDict[str]) -> bytes:
     """A request or response head as aiohttp writes it, but a header that came with bytes
     that are not UTF-8 (held as surrogate escapes, as aiohttp's parser decodes them) goes out
     as exactly those bytes: ``caf\\xe9`` reaches the origin as it came, not as ``caf``.
@@ -288,9 +283,16 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
     return f"{type(exc).__name__}: {exc}", 502
 
 
+class ProxyArguments(TypedDict, total=False):
+    """The aiohttp keywords that send a request through an upstream proxy."""
+
+    proxy: YURL
+    proxy_headers: dict[str, str]
+
+
 def proxy_arguments(
     proxy: UpstreamProxy | None, secure: bool, headers: list[tuple[str, str]]
-) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+) -> tuple[list[tuple[str, str]], ProxyArguments]:
     """The headers and aiohttp keywords of a request through ``proxy`` (None: direct).  Its
     credentials go to the proxy only: on the CONNECT for an https (or wss) URL, and for a
     plain one on the request the proxy itself reads (aiohttp sends ``proxy_headers`` only
@@ -298,7 +300,7 @@ def proxy_arguments(
     forwarded (a hop-by-hop header)."""
     if proxy is None:
         return headers, {}
-    arguments: dict[str, Any] = {"proxy": YURL(f"http://{proxy.address}", encoded=True)}
+    arguments: ProxyArguments = {"proxy": YURL(f"http://{proxy.address}", encoded=True)}
     if proxy.authorization is not None:
         if secure:
             arguments["proxy_headers"] = {"Proxy-Authorization": proxy.authorization}

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import sqlite3
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TypedDict, Unpack
 
 import aiohttp
 
@@ -42,6 +42,16 @@ def open_search(store: Store) -> SearchIndex | None:
         return None
     search.attach(store)
     return search
+
+
+class ServiceOptions(TypedDict, total=False):
+    """The keywords of :func:`build_services` beside the configuration."""
+
+    mode: Mode | None
+    store: Store | None
+    search: bool
+    resolver: aiohttp.abc.AbstractResolver | None
+    limit_per_host: int
 
 
 def build_services(
@@ -86,9 +96,11 @@ async def close_services(services: Services) -> None:
 
 
 @contextlib.asynccontextmanager
-async def open_services(config: Config, **kwargs: Any) -> AsyncIterator[Services]:
+async def open_services(
+    config: Config, **options: Unpack[ServiceOptions]
+) -> AsyncIterator[Services]:
     """:func:`build_services` for a command that does not listen (``wwwproxy fetch``)."""
-    services = await asyncio.to_thread(lambda: build_services(config, **kwargs))
+    services = await asyncio.to_thread(lambda: build_services(config, **options))
     try:
         yield services
     finally:

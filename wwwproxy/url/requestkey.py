@@ -38,7 +38,6 @@ import json
 import re
 from collections.abc import Iterable
 from itertools import chain, repeat
-from typing import Any
 from urllib.parse import unquote_to_bytes
 
 __all__ = ["MAX_BODY_CHARS", "MAX_JSON_DEPTH", "encode_body", "percent_plus", "request_key"]
@@ -160,7 +159,7 @@ def _encode_json(body: bytes, limit: int | None) -> str | None:
     return _join_pairs(pairs, limit)
 
 
-def _json_pairs(value: Any) -> list[tuple[str, str]]:
+def _json_pairs(value: object) -> list[tuple[str, str]]:
     """Names and values of the scalars in document order.
 
     Walked with a stack, not recursion, and nesting deeper than :data:`MAX_JSON_DEPTH` is a
@@ -195,7 +194,7 @@ def _json_pairs(value: Any) -> list[tuple[str, str]]:
     return pairs
 
 
-def _json_scalar(item: Any) -> str:
+def _json_scalar(item: object) -> str:
     """The value as Python's ``str()`` writes it after ``json.loads`` (``True``, ``44.0``)."""
     if isinstance(item, _IntText):
         return "0" if item == "-0" else item
@@ -259,7 +258,7 @@ def _multipart_fields(body: bytes, boundary: bytes) -> list[tuple[bytes, bytes]]
         if pos < 0:
             raise _Malformed
         pos += 2
-    fields = []
+    fields: list[tuple[bytes, bytes]] = []
     while True:
         pos += len(delimiter)
         if body.startswith(b"--", pos):  # close delimiter; the epilogue is ignored

@@ -38,7 +38,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -295,7 +295,7 @@ class _Representer(RoundTripRepresenter):
     strings (``yes``, ``no``, ``on``, ``1:20``); ruamel itself only guards against YAML 1.2."""
 
 
-def _represent_str(representer: RoundTripRepresenter, data: str) -> Any:
+def _represent_str(representer: RoundTripRepresenter, data: str) -> ScalarNode:
     style = None
     if _RESOLVER_11.resolve(ScalarNode, data, (True, False)) != _STR_TAG:
         style = "'"
@@ -406,7 +406,7 @@ def _set_list(doc: CommentedMap, key: str, values: tuple[str, ...]) -> None:
     doc[key] = seq
 
 
-def _set_value(doc: CommentedMap, key: str, value: Any) -> None:
+def _set_value(doc: CommentedMap, key: str, value: object) -> None:
     if key in doc and type(doc[key]) is type(value) and doc[key] == value:
         return
     doc[key] = value
@@ -420,7 +420,7 @@ def _normalize(doc: CommentedMap) -> None:
     doc.fa.set_block_style()
 
 
-def _dump(docs: list[Any]) -> str:
+def _dump(docs: list[CommentedMap]) -> str:
     out = io.StringIO()
     _yaml().dump_all(docs, out)
     return out.getvalue()
@@ -574,7 +574,7 @@ class DomainFile:
                 continue
             if after == default:
                 doc.pop(key, None)
-            elif key == CNAMES:
+            elif isinstance(after, tuple):  # CNAMES, the one list
                 _set_list(doc, key, after)
             else:
                 doc[key] = after
@@ -694,7 +694,14 @@ def _yaml_error(exc: BaseException, file: Path, text: str, loaded: int) -> URLDB
     return URLDBError(f"bad YAML: {reason}", file=file, document=document, line=line)
 
 
-def _meta_from(doc: Any, fail: Any) -> DomainMeta:
+class _Fail(Protocol):
+    """Makes the error for a problem in document ``document`` (1-based), at ``line`` when it
+    is known."""
+
+    def __call__(self, reason: str, document: int, line: int | None = None) -> URLDBError: ...
+
+
+def _meta_from(doc: object, fail: _Fail) -> DomainMeta:
     if not isinstance(doc, Mapping):
         raise fail(f"the metadata document must be a mapping, not {_kind(doc)}", 1, _doc_line(doc))
     if PATH in doc:
@@ -719,7 +726,7 @@ def _meta_from(doc: Any, fail: Any) -> DomainMeta:
         raise fail(f"{exc.key}: {exc.reason}", 1, _item_line(doc, exc.key, exc.index)) from None
 
 
-def _record_from(doc: Any, number: int, fail: Any) -> Record:
+def _record_from(doc: object, number: int, fail: _Fail) -> Record:
     if doc is None:
         raise fail("empty record document (a record needs _path and content-type)", number)
     if not isinstance(doc, Mapping):

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = [
     "HEADER_LINE",
@@ -191,9 +191,10 @@ def _check_record_type(record_type: object) -> None:
         raise CDXJError(f"record type is not a WARC-Type token: {record_type!r}")
 
 
-def _want_str(name: str, value: object) -> None:
+def _want_str(name: str, value: object) -> str:
     if not isinstance(value, str) or not value:
         raise CDXJError(f"JSON key {name!r} must be a non-empty string, not {value!r}")
+    return value
 
 
 def _want_any_str(name: str, value: object) -> None:
@@ -234,14 +235,14 @@ def _check_hsc(name: str, value: object) -> None:
 
 
 def _check_timestamp_value(name: str, value: object) -> None:
-    _want_str(name, value)
+    text = _want_str(name, value)
     try:
-        normalize_timestamp(value)  # type: ignore[arg-type]
+        normalize_timestamp(text)
     except CDXJError as e:
         raise CDXJError(f"JSON key {name!r}: {e.detail}") from None
 
 
-_FIELD_CHECKS: dict[str, Callable[[str, object], None]] = {
+_FIELD_CHECKS: dict[str, Callable[[str, object], object]] = {  # raise CDXJError; results unused
     "uri": _want_str,
     "sha": _check_sha,
     "dig": _check_dig,
@@ -303,7 +304,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def _no_constants(name: str) -> Any:
+def _no_constants(name: str) -> NoReturn:
     raise CDXJError(f"JSON block contains {name}, which is not valid JSON")
 
 
@@ -616,11 +617,13 @@ class CDXJRecord:
 
     @property
     def uri(self) -> str:
-        return self.fields["uri"]
+        uri: str = self.fields["uri"]  # checked to be a string when the record was made
+        return uri
 
     @property
     def ref(self) -> str:
-        return self.fields["ref"]
+        ref: str = self.fields["ref"]  # checked to be a string when the record was made
+        return ref
 
     @property
     def warcfile(self) -> tuple[str, int] | None:
@@ -645,9 +648,10 @@ class _LazyFields:
         m = state.get("_match")
         if m is None:  # another thread built them meanwhile
             try:
-                return state["fields"]
+                built: dict[str, Any] = state["fields"]
             except KeyError:
                 raise AttributeError("fields") from None
+            return built
         fields = _fields_of_line(state["_raw"]) if m is _UNPARSED else _canonical_fields(m)
         state["fields"] = fields
         state.pop("_match", None)  # the line's text is no longer needed

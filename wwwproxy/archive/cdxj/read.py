@@ -345,7 +345,8 @@ class _Snapshot:
         if found is None:
             return iter(())
         base, buf, at = found  # buf holds the file from offset base; a match starts at buf[at]
-        matches = []  # those in buf, mostly all there are: a list costs less than a generator
+        # those in buf, mostly all there are: a list costs less than a generator
+        matches: list[tuple[int, bytes]] = []
         while True:
             end = buf.find(b"\n", at)
             last = end < 0

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import Protocol
 
 from ...http.content import decode_content
 from ..search.text import MAX_PAYLOAD, decode_text, extract_text
@@ -26,6 +26,7 @@ __all__ = [
     "ExportError",
     "Page",
     "Selection",
+    "WARCOutput",
     "copy_records",
     "host_matches",
     "parse_since",
@@ -110,6 +111,14 @@ class Page:
     title: str
 
 
+class WARCOutput(Protocol):
+    """A WARC file :func:`copy_records` appends records to, then closes."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class Copied:
     """What :func:`copy_records` wrote."""
@@ -157,7 +166,7 @@ def _methods(records: Iterable[StoredRecord]) -> dict[str, str]:
 def copy_records(
     store: Store,
     selection: Selection,
-    open_warc: Callable[[int], tuple[str, BinaryIO]],
+    open_warc: Callable[[int], tuple[str, WARCOutput]],
     *,
     file_bytes: int = WARC_FILE_BYTES,
 ) -> Copied:
@@ -167,7 +176,7 @@ def copy_records(
     said in ``problems``."""
     out = Copied()
     name: str | None = None
-    warc: BinaryIO | None = None
+    warc: WARCOutput | None = None
     written = 0
     try:
         for path in selection.files(store):

@@ -21,7 +21,7 @@ import zipfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 from ... import __version__
 from ...fsutil import fsync_dir
@@ -81,7 +81,7 @@ def datapackage(resources: list[Resource], *, title: str, created: datetime) -> 
 class _Counted:
     """A writer that hashes and counts what goes through it (into a ZIP entry)."""
 
-    def __init__(self, target: BinaryIO) -> None:
+    def __init__(self, target: IO[bytes]) -> None:
         self.target = target
         self.size = 0
         self.hash = hashlib.sha256()
@@ -123,11 +123,11 @@ def export_wacz(store: Store, path: Path, selection: Selection, *, title: str = 
             stamp = now_stamp()
             current: list[tuple[str, _Counted]] = []
 
-            def open_warc(n: int) -> tuple[str, BinaryIO]:
+            def open_warc(n: int) -> tuple[str, _Counted]:
                 name = f"archive/wwwproxy-{stamp}-{n}.warc.gz"
                 writer = _Counted(zf.open(_entry(name, zipfile.ZIP_STORED), "w", force_zip64=True))
                 current.append((name, writer))
-                return name, writer  # type: ignore[return-value]
+                return name, writer
 
             copied = copy_records(store, selection, open_warc)
             resources += [Resource(n, w.size, w.hash.hexdigest()) for n, w in current]

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from ...http.headers import end_to_end
 from ...http.policy import CONDITIONAL_HEADERS
@@ -122,18 +122,19 @@ def parse_head(data: bytes, *, request: bool = False) -> Head:
     if match is None:
         what = "request line" if request else "status line"
         raise SpoolError(f"bad {what} {lines[0][:80].decode('latin-1')!r}")
-    first = tuple((g or b"").decode("latin-1") for g in match.groups())
+    # both patterns have three groups: method, target, version or version, status, reason
+    one, two, three = ((g or b"").decode("latin-1") for g in match.groups())
     headers: list[tuple[str, str]] = []
     for n, line in enumerate(lines[1:], 2):
         if line[:1] in (b" ", b"\t") and headers:
-            name, value = headers[-1]
-            headers[-1] = (name, value + " " + line.strip().decode("latin-1"))
+            folded_name, folded = headers[-1]
+            headers[-1] = (folded_name, folded + " " + line.strip().decode("latin-1"))
             continue
         name, colon, value = line.partition(b":")
         if not colon or not name or name != name.strip():
             raise SpoolError(f"header line {n} is not 'Name: value': {line[:80]!r}")
         headers.append((name.decode("latin-1"), value.strip().decode("latin-1")))
-    return Head(first, headers, end)  # type: ignore[arg-type]
+    return Head((one, two, three), headers, end)
 
 
 def _read_url(path: Path) -> URL:
@@ -151,9 +152,11 @@ def _read_url(path: Path) -> URL:
         raise SpoolError(f"{path.name}: {exc}") from None
 
 
-def _without(headers: list[tuple[str, str]], name: str, value: str | None = None) -> list:
+def _without(
+    headers: list[tuple[str, str]], name: str, value: str | None = None
+) -> list[tuple[str, str]]:
     """``headers`` less ``name`` (only its ``value`` among comma-separated values, if given)."""
-    out = []
+    out: list[tuple[str, str]] = []
     for n, v in headers:
         if n.lower() != name:
             out.append((n, v))
@@ -237,7 +240,7 @@ class _Pages:
         self.report.pages.append(Imported(url.canonical, int(status), date))
 
     @staticmethod
-    def _fix_length(headers: list, size: int) -> list:
+    def _fix_length(headers: list[tuple[str, str]], size: int) -> list[tuple[str, str]]:
         """A Content-Length that is not the stored body's (a de-chunked or cut body) is kept
         only as ``X-Archive-Orig-Content-Length``: replaying it would break the answer."""
         length = _header(headers, "content-length")
@@ -248,14 +251,16 @@ class _Pages:
         ]
 
     @contextlib.contextmanager
-    def _body(self, f: BinaryIO, headers: list) -> Iterator[tuple[BinaryIO, list]]:
+    def _body(
+        self, f: BinaryIO, headers: list[tuple[str, str]]
+    ) -> Iterator[tuple[IO[bytes], list[tuple[str, str]]]]:
         """The body to store (uncompressed if WWWOFFLE compressed it) and its headers."""
         pragma = _header(headers, "pragma") or ""
         if not (_COMPRESSED in pragma.lower() and _header(headers, "content-encoding")):
             yield f, self._fix_length(headers, os.fstat(f.fileno()).st_size - f.tell())
             return
         headers = _without(_without(headers, "pragma", _COMPRESSED), "content-encoding")
-        with tempfile.SpooledTemporaryFile(max_size=_SPOOL, dir=self.store.tmp_dir) as spool:
+        with tempfile.SpooledTemporaryFile(max_size=_SPOOL, dir=str(self.store.tmp_dir)) as spool:
             try:
                 with gzip.GzipFile(fileobj=f, mode="rb") as z:
                     shutil.copyfileobj(z, spool)
@@ -263,7 +268,7 @@ class _Pages:
                 raise SpoolError(f"its body, compressed by WWWOFFLE, is damaged: {exc}") from None
             size = spool.tell()
             spool.seek(0)
-            yield spool, self._fix_length(headers, size)  # type: ignore[misc]
+            yield spool, self._fix_length(headers, size)
 
     def _store(
         self,
@@ -272,8 +277,8 @@ class _Pages:
         status: int,
         reason: str,
         version: str,
-        headers: list,
-        body: BinaryIO,
+        headers: list[tuple[str, str]],
+        body: IO[bytes],
         date: datetime,
     ) -> None:
         request = HTTPRequest("GET", [("Host", url.hostport)], b"", target=url.path_args)

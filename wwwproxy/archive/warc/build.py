@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import BinaryIO, NamedTuple
+from typing import IO, NamedTuple
 from urllib.parse import urlsplit
 
 from .record import (
@@ -169,7 +169,7 @@ class HTTPRequest:
 
     method: str
     headers: Sequence[Header]
-    body: bytes | BinaryIO = b""
+    body: bytes | IO[bytes] = b""
     target: str | None = None
     version: str = "HTTP/1.1"
 
@@ -182,7 +182,7 @@ class HTTPResponse:
     status: int
     reason: str
     headers: Sequence[Header]
-    body: bytes | BinaryIO = b""
+    body: bytes | IO[bytes] = b""
     version: str = "HTTP/1.1"
 
 
@@ -193,7 +193,7 @@ class _CheckedBody:
     that changed between build and write can only ever produce a torn (never served) record.
     """
 
-    def __init__(self, stream: BinaryIO, start: int, length: int, digest: bytes):
+    def __init__(self, stream: IO[bytes], start: int, length: int, digest: bytes):
         self._stream, self._start, self._length, self._digest = stream, start, length, digest
         self._remaining = length
         self._hash = hashlib.sha1()
@@ -231,7 +231,7 @@ class _CheckedBody:
         return data
 
 
-def _body_stream(body: bytes | bytearray | memoryview | BinaryIO, what: str) -> BinaryIO:
+def _body_stream(body: bytes | bytearray | memoryview | IO[bytes], what: str) -> IO[bytes]:
     if isinstance(body, bytes | bytearray | memoryview):
         return io.BytesIO(bytes(body))
     if not (hasattr(body, "read") and hasattr(body, "seek") and hasattr(body, "tell")):
@@ -239,7 +239,7 @@ def _body_stream(body: bytes | bytearray | memoryview | BinaryIO, what: str) -> 
     return body
 
 
-def _digest_body(stream: BinaryIO, head: bytes) -> tuple[int, int, bytes, str, str]:
+def _digest_body(stream: IO[bytes], head: bytes) -> tuple[int, int, bytes, str, str]:
     """One pass over the body: (start, length, raw payload sha1, payload digest, block digest)."""
     start = stream.tell()
     payload, block = hashlib.sha1(), hashlib.sha1(head)
