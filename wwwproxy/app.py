@@ -195,6 +195,7 @@ async def start(config: Config, *, mode: Mode | None = None) -> Running:
     )
     await runner.setup()
     # the fast front answers memory hits itself and hands every other request to aiohttp
+    assert runner.server is not None  # made by setup()
     front = FrontListener(server, runner.server)
     try:
         port = await front.start(config.listen_host, config.listen_port)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 from .cdxj import CDXJRecord
 from .errors import StoreError
@@ -62,8 +62,8 @@ class Recorder:
 
     def __init__(self, put: PutResponse, spool_dir: Path) -> None:
         self._put = put
-        self._spool: BinaryIO | None = tempfile.SpooledTemporaryFile(  # noqa: SIM115
-            max_size=_SPOOL_MEMORY, dir=spool_dir
+        self._spool: IO[bytes] | None = tempfile.SpooledTemporaryFile(  # noqa: SIM115
+            max_size=_SPOOL_MEMORY, dir=str(spool_dir)
         )
         self.size = 0
         #: why the body could not be kept (a full disk while spooling): the exchange is then

@@ -217,8 +217,8 @@ class Store:
             if rec.info.rec_type in INDEXED_TYPES
         ]
         self.index.add(lines, self.sync)
-        response = records[-1]
-        payload = RecordedPayload(response) if response.info.rec_type == "response" else None
+        recorded = records[-1]
+        payload = RecordedPayload(recorded) if recorded.info.rec_type == "response" else None
         for listener in self.listeners:
             try:
                 with_payload = getattr(listener, "on_put_payload", None)
@@ -530,7 +530,9 @@ class Store:
                 url = canonicalize(m.lines[-1].uri) if m.lines else None
             except InvalidURL:
                 url = None
-            for listener in self.listeners if url is not None else ():
+            if url is None:
+                continue
+            for listener in self.listeners:
                 try:
                     listener.on_put(url, m.key, list(m.lines))
                 except Exception:  # noqa: BLE001 (the rewrite is done whatever a listener does)

@@ -187,7 +187,7 @@ class _CacheView:
         self.followers.clear()
         for store in list(self.stores):
             with contextlib.suppress(ValueError):
-                store.listeners.remove(self.listener)  # type: ignore[arg-type]
+                store.listeners.remove(self.listener)
 
     def attach(self, store: Store) -> None:
         if store not in self.stores:
@@ -383,8 +383,7 @@ _views_lock = threading.Lock()
 
 def _view(root: Path | Store) -> _CacheView:
     """The kept state of a cache (made on first use; the least recently used are let go)."""
-    store = root if isinstance(root, Store) else None
-    path = Path(store.root if store is not None else root)
+    path = root.root if isinstance(root, Store) else Path(root)
     key = os.path.abspath(path)
     with _views_lock:
         view = _views.get(key)
@@ -396,8 +395,8 @@ def _view(root: Path | Store) -> _CacheView:
                     old.close()
         else:
             _views.move_to_end(key)
-    if store is not None:
-        view.attach(store)
+    if isinstance(root, Store):
+        view.attach(root)
     return view
 
 
@@ -434,8 +433,7 @@ def following(root: Path | Store, name: str, make: Callable[[], _F]) -> Iterator
 def release_idle(root: Path | Store) -> None:
     """Let go of the host listings of a cache that no page asked for lately (called now and
     then, so that memory returns to its base after the index pages were browsed)."""
-    store = root if isinstance(root, Store) else None
-    key = os.path.abspath(Path(store.root if store is not None else root))
+    key = os.path.abspath(root.root if isinstance(root, Store) else Path(root))
     with _views_lock:
         view = _views.get(key)
     if view is not None:

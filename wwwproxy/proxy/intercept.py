@@ -113,7 +113,7 @@ class Interceptor:
         try:
             inner.connection_made(tls)
             served = getattr(inner, "_task_handler", None)
-            waiters = {asyncio.ensure_future(closing.wait())}
+            waiters: set[asyncio.Future[object]] = {asyncio.ensure_future(closing.wait())}
             if served is not None:
                 waiters.add(served)
             else:  # pragma: no cover (an aiohttp without the attribute: poll)

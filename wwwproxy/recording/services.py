@@ -213,9 +213,9 @@ class Services:
     def _filters(self, config: Config, reread: bool = True) -> Filters:
         """The filters for ``config``: made anew when the lists changed, and when the config
         has blocklist files, which a reload reads again (``reread``)."""
-        old = self.__dict__.get("filters")
+        old: Filters | None = self.__dict__.get("filters")
         unchanged = old is not None and _same_filters(self.config, config)
-        if unchanged and (not config.blocklist or not reread):
+        if old is not None and unchanged and (not config.blocklist or not reread):
             return old
         return load_filters(config)
 

@@ -24,7 +24,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO, Generic, TypeVar
+from typing import Any, BinaryIO, Generic, TypeVar
 
 __all__ = ["HELPER_FAILURES", "Helper", "serve"]
 
@@ -42,7 +42,8 @@ Request = TypeVar("Request")
 Result = TypeVar("Result")
 
 
-def _write(stream: BinaryIO, value: object) -> None:
+def _write(stream: BinaryIO, value: Any) -> None:
+    """Send one value (whatever :mod:`marshal` can write: it checks, at run time)."""
     data = marshal.dumps(value)
     stream.write(_LENGTH.pack(len(data)))
     stream.write(data)  # not joined to the length: a page's bytes are copied once, not twice

@@ -85,11 +85,11 @@ def decode_text(data: bytes, content_type: str | None) -> str:
     ):
         if data.startswith(bom):
             return data[len(bom) :].decode(codec, "replace")
-    codec = _codec(charset_param(content_type))
-    if codec is None and "html" in (content_type or "").lower():
+    declared = _codec(charset_param(content_type))
+    if declared is None and "html" in (content_type or "").lower():
         m = _META_CHARSET.search(data[:2048])
-        codec = _codec(m.group(1).decode("ascii")) if m else None
-    return data.decode(codec or "utf-8", "replace")
+        declared = _codec(m.group(1).decode("ascii")) if m else None
+    return data.decode(declared or "utf-8", "replace")
 
 
 def payload_document(raw: bytes, headers: Iterable[tuple[str, str]]) -> tuple[str, str]:
