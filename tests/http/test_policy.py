@@ -1591,3 +1591,45 @@ CDN = [
 @pytest.mark.parametrize(("extra", "shared", "expected"), CDN)
 def test_cdn_cache_control_governs_a_shared_cache(extra, shared, expected):
     assert decide(ON, copy(3, extra=extra), NOW, shared=shared) is expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    age=st.floats(min_value=0, max_value=1e7, allow_nan=False),
+    status=st.sampled_from([200, 301, 404, 500]),
+    cc=st.sampled_from([None, "max-age=60", "no-cache", "no-store", "private", "s-maxage=5"]),
+    validators=st.booleans(),
+    method=st.sampled_from(["GET", "HEAD", "POST"]),
+    force=st.booleans(),
+    later=st.floats(min_value=0, max_value=1e7, allow_nan=False),
+    rule=st.none() | st.integers(min_value=0, max_value=10**6),
+    changed=st.integers(min_value=0, max_value=10**6),
+    expired=st.booleans(),
+    no_cache=st.booleans(),
+    invalidated=st.booleans(),
+)
+def test_a_timeless_decision_reads_nothing_that_changes_with_time_or_the_store(
+    age, status, cc, validators, method, force, later, rule, changed, expired, no_cache, invalidated
+):
+    """What the fast front keeps per memory copy and request head (front._action) may depend
+    only on the copy, the request and the mode: in a timeless mode the moment, the freshness
+    rules, the saving rules and the store's invalidations change nothing."""
+    stored = copy(age, status, cc=cc, validators=validators)
+    directives = RequestDirectives(force=force)
+    for mode in (m for m in Mode if timeless(m)):
+        for shared in (False, True):
+            plain = decide(mode, stored, NOW, method=method, directives=directives, shared=shared)
+            varied = decide(
+                mode,
+                stored,
+                NOW + timedelta(seconds=later),
+                method=method,
+                directives=directives,
+                shared=shared,
+                rule_max_age=rule,
+                request_changed=changed,
+                request_expired=expired,
+                request_no_cache=no_cache,
+                invalidated=invalidated,
+            )
+            assert varied is plain
