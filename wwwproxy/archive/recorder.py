@@ -68,13 +68,18 @@ class Recorder:
         request_headers: Sequence[tuple[str, str]],
         request_body: bytes,
         date: datetime | None = None,
+        target: str | None = None,
     ) -> None:
+        """``target``: the request line's target as it was sent upstream (the browser's
+        spelling); the canonical URL's path and query when None.  The records' target URI is
+        the canonical URL either way: it names the entry."""
         self.store = store
         self.url = url
         self.key = key
         self.method = method
         self.request_headers = list(request_headers)
         self.request_body = request_body
+        self.target = url.path_args if target is None else target
         self.date = date or datetime.now(UTC)
         self._spool: BinaryIO | None = tempfile.SpooledTemporaryFile(  # noqa: SIM115
             max_size=_SPOOL_MEMORY, dir=store.tmp_dir
@@ -121,7 +126,7 @@ class Recorder:
                     self.method,
                     self.request_headers,
                     self.request_body,
-                    target=self.url.path_args,
+                    target=self.target,
                 ),
                 HTTPResponse(status, reason, sanitize_headers(headers), spool, version=version),
                 date=self.date,

@@ -172,6 +172,7 @@ class Store:
         request_headers: Sequence[tuple[str, str]],
         request_body: bytes,
         date: datetime | None = None,
+        target: str | None = None,
     ) -> Recorder:
         return Recorder(
             self,
@@ -181,6 +182,7 @@ class Store:
             request_headers=request_headers,
             request_body=request_body,
             date=date,
+            target=target,
         )
 
     def put(

@@ -358,12 +358,14 @@ class Prefetcher:
         if action is Action.SERVE and cached is not None:
             return cached, self._result(url, cached, fetched=False), False
         headers = list(queued.headers) if queued is not None else list(self._headers)
+        # a queued request goes as the browser sent it
+        target = queued.target if queued is not None else None
         revalidate = cached if action is Action.REVALIDATE else None
         async with self._slot(url):
             self.progress.started(url.file)
             try:
                 fetched = await self.services.engine.fetch(
-                    Exchange(url, url.file, "GET", headers, keep_body=KEEP_BODY),
+                    Exchange(url, url.file, "GET", headers, keep_body=KEEP_BODY, target=target),
                     revalidate=revalidate,
                 )
             except (UpstreamError, StoreError) as exc:
@@ -491,7 +493,9 @@ class Prefetcher:
         if self.services.is_own(url):
             self._report(Result(url.file, Outcome.FAILED, problem=OWN_PAGE, method=method))
             return
-        exchange = Exchange(url, item.key, method, list(item.headers), item.body)
+        exchange = Exchange(
+            url, item.key, method, list(item.headers), item.body, target=item.target
+        )
         async with self._slot(url):
             self.progress.started(f"{method} {url.file}")
             try:
