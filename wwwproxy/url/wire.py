@@ -5,12 +5,15 @@ asked for, byte for byte.  Servers read their own spellings: a search page that 
 query back into its links, or a signed or token URL checked over the bytes, breaks when
 ``title=Special%3ASearch`` arrives as ``title=Special:Search``.
 
-Only what RFC 3986 does not allow in a path or query (RFC 9112 §3.2's request-target) is
-percent-encoded: controls, space, non-ASCII bytes (as UTF-8), ``"<>[\\]^`{|}`` and a ``%``
-that begins no ``%XX`` escape.  Everything else is left as it came: escapes keep their spelling
-and case (``%3A``, ``%2F``, ``%7e``), ``+`` stays a plus, and ``.`` and ``..`` segments go as
-sent (removing them is the client's job, and the browser has done it).  The fragment is never
-sent, and an empty path is ``/``.
+Only what a request line cannot carry is percent-encoded: control bytes, space, DEL and bytes
+that are not ASCII (as UTF-8, or as the bytes they are).  Every printable ASCII character goes as
+it came, escapes keep their spelling and case (``%3A``, ``%2F``, ``%7e``), ``+`` stays a plus,
+and ``.`` and ``..`` segments go as sent (removing them is the client's job, and the browser has
+done it).  RFC 3986 would also encode ``"<>[\\]^`{|}`` and a ``%`` that begins no escape, but
+they are what the browser sent, and what an origin reads from any browser that goes to it
+directly: re-encoding them changes what it reads (browsers, and
+WWWOFFLE's canonical form, keep a ``|`` in a query as it is).  The fragment is never sent, and
+an empty path is ``/``.
 """
 
 from __future__ import annotations
@@ -21,14 +24,8 @@ from .canonical import split_url, to_byte_chars
 
 __all__ = ["wire_target"]
 
-#: RFC 3986 pchar plus ``/`` and ``?`` (the path and query), without ``%``: a byte outside it is
-#: encoded; ``%`` is kept where it begins an escape (:data:`_INVALID`)
-_ALLOWED = frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@/?"
-)
-_INVALID = re.compile(
-    "%(?![0-9A-Fa-f]{2})|[^" + re.escape("".join(sorted(_ALLOWED))) + "%]",
-)
+#: what a request line cannot carry (RFC 9112 §3: the target is printable ASCII up to a space)
+_UNSENDABLE = re.compile(r"[^\x21-\x7e]")
 
 
 def wire_target(raw: str | bytes) -> str:
@@ -39,6 +36,6 @@ def wire_target(raw: str | bytes) -> str:
     _, _, rest = split_url(to_byte_chars(raw))
     if not rest.startswith("/"):
         rest = "/" + rest  # ``http://host`` and ``http://host?q`` ask for the root
-    if _INVALID.search(rest) is None:
+    if _UNSENDABLE.search(rest) is None:
         return rest
-    return _INVALID.sub(lambda m: f"%{ord(m.group(0)):02X}", rest)
+    return _UNSENDABLE.sub(lambda m: f"%{ord(m.group(0)):02X}", rest)
