@@ -29,6 +29,18 @@ def test_a_queued_request_is_the_users_alone(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
+def test_the_browsers_target_round_trips_and_old_files_have_none(tmp_path: Path) -> None:
+    queue = OutgoingQueue(tmp_path)
+    req = QueuedRequest("http://a/w?t=S:x", "http://a/w?t=S:x", target="/w?t=S%3Ax")
+    queue.add(req)
+    assert OutgoingQueue(tmp_path).requests() == [req]
+    old = '{"url": "http://b/", "key": "http://b/"}'
+    assert QueuedRequest.from_json(old, "old.json").target is None
+    assert "target" not in QueuedRequest("http://b/", "http://b/").to_json()
+    with pytest.raises(ValueError, match="target"):
+        QueuedRequest.from_json('{"url": "http://b/", "key": "http://b/", "target": 1}', "x")
+
+
 def test_body_and_method_round_trip(tmp_path: Path) -> None:
     queue = OutgoingQueue(tmp_path)
     req = QueuedRequest(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from wwwproxy.app import open_services, start
 from wwwproxy.archive.outgoing import QueuedRequest
@@ -557,3 +558,37 @@ async def test_links_come_from_the_response_just_recorded_not_read_again(
         assert read_back == []
     else:  # every page and style sheet whose links were followed
         assert site.url("/a.html") in read_back and site.url("/css/site.css") in read_back
+
+
+async def test_listed_and_queued_urls_are_sent_as_written(tmp_path: Path) -> None:
+    """A listed URL and a queued request reach the origin as written (``%3A`` stays), and
+    are stored under their canonical URL; links and redirects go by canonical URLs."""
+    targets: list[str] = []
+
+    async def echo(request: web.Request) -> web.Response:
+        targets.append(request.raw_path)
+        return web.Response(text=request.raw_path, content_type="text/plain")
+
+    app = web.Application()
+    app.router.add_route("GET", "/{tail:.*}", echo)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # noqa: SLF001
+    listed, queued = "/w/index.php?title=Special%3ASearch&search=a+b", "/q?x=%3A%7e"
+    cache = tmp_path / "cache"
+    try:
+        async with open_services(Config(cache=cache)) as services:
+            entry = canonicalize(base + queued)
+            services.queue.add(QueuedRequest(entry.file, entry.file, target=queued))
+            summary = await Prefetcher(services, FetchOptions()).run([base + listed], queue=True)
+            assert {r.outcome for r in summary.results.values()} == {Outcome.FETCHED}
+            assert sorted(targets) == sorted([listed, queued])
+            for path in (listed, queued):
+                copy = services.store.get(canonicalize(base + path))
+                assert copy is not None
+                with copy.open_body() as f:
+                    assert f.read() == path.encode()
+    finally:
+        await runner.cleanup()

@@ -250,6 +250,7 @@ async def _echo(o: Origin, r: web.Request, body: bytes) -> web.StreamResponse:
         "headers": [[k, v] for k, v in r.headers.items()],
         "body": body.decode("latin-1"),
         "path_qs": r.path_qs,
+        "raw_path": r.raw_path,
     }
     return web.Response(text=json.dumps(data), content_type="application/json")
 

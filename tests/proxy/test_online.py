@@ -60,12 +60,13 @@ async def test_each_kind_is_forwarded_and_recorded(proxy, origin, path, status, 
     assert proxy.store.captures(proxy.key_for(url))
 
 
-async def test_upstream_request_goes_to_canonical_url(proxy, origin):
-    """Every spelling of a URL is fetched (and stored) as its one canonical form."""
-    spelled = f"http://127.0.0.1:{origin.port}/x/../%65cho?q=%7e&r=a%20b"
+async def test_upstream_request_goes_as_spelled_and_is_stored_as_canonical(proxy, origin):
+    """Every spelling of a URL is fetched as the browser wrote it, and stored as its one
+    canonical form."""
+    spelled = f"http://127.0.0.1:{origin.port}/%65cho?q=%7e&r=a%20b"
     raw = await proxy.raw(f"GET {spelled} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
     assert raw.startswith(b"HTTP/1.1 200")
-    assert json.loads(raw.partition(b"\r\n\r\n")[2])["path_qs"] == "/echo?q=~&r=a+b"
+    assert json.loads(raw.partition(b"\r\n\r\n")[2])["raw_path"] == "/%65cho?q=%7e&r=a%20b"
     canonical = origin.url("/echo?q=~&r=a+b")
     response = (await proxy.recorded(canonical))[1]
     assert response.target_uri == canonical

@@ -1,8 +1,9 @@
 """The outgoing queue: requests asked for while offline, to fetch when next online.
 
-``cache/outgoing/<hash>.json`` holds one request (its URL, archive key, method, headers and
-body), named by the same hash as the request's cache file, so asking twice queues once.  Files
-are written to a temporary name and renamed, so a crash never leaves half a request queued.
+``cache/outgoing/<hash>.json`` holds one request (its URL, archive key, method, headers, body
+and the path and query as the browser sent them), named by the same hash as the request's cache
+file, so asking twice queues once.  Files are written to a temporary name and renamed, so a
+crash never leaves half a request queued.
 """
 
 from __future__ import annotations
@@ -29,28 +30,35 @@ class QueuedRequest:
     headers: tuple[tuple[str, str], ...] = ()
     body: bytes = b""
     queued: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    #: the path and query as the browser sent them (:func:`~wwwproxy.url.wire.wire_target`),
+    #: sent as they are when the queue is fetched; None (a file queued without one): the
+    #: canonical URL's
+    target: str | None = None
 
     @property
     def hash(self) -> str:
         return url_hash(self.key)
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "url": self.url,
-                "key": self.key,
-                "method": self.method,
-                "headers": [list(h) for h in self.headers],
-                "body": base64.b64encode(self.body).decode("ascii"),
-                "queued": self.queued,
-            },
-            indent=1,
-        )
+        data = {
+            "url": self.url,
+            "key": self.key,
+            "method": self.method,
+            "headers": [list(h) for h in self.headers],
+            "body": base64.b64encode(self.body).decode("ascii"),
+            "queued": self.queued,
+        }
+        if self.target is not None:
+            data["target"] = self.target
+        return json.dumps(data, indent=1)
 
     @classmethod
     def from_json(cls, text: str, source: str) -> QueuedRequest:
         try:
             data = json.loads(text)
+            target = data.get("target")
+            if target is not None and not isinstance(target, str):
+                raise ValueError(f"target is not a string: {target!r}")
             return cls(
                 url=str(data["url"]),
                 key=str(data["key"]),
@@ -58,6 +66,7 @@ class QueuedRequest:
                 headers=tuple((str(n), str(v)) for n, v in data.get("headers", [])),
                 body=base64.b64decode(data.get("body", ""), validate=True),
                 queued=str(data.get("queued", "")),
+                target=target,
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{source}: not a queued request: {exc}") from None

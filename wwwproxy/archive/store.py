@@ -176,10 +176,18 @@ class Store:
         request_headers: Sequence[tuple[str, str]],
         request_body: bytes,
         date: datetime | None = None,
+        target: str | None = None,
     ) -> Recorder:
         """A recorder of the response to this request, which puts the exchange when its
-        body is complete (recorded at ``date``, else now)."""
-        request = HTTPRequest(method, list(request_headers), request_body, target=url.path_args)
+        body is complete (recorded at ``date``, else now).  ``target``: the request line's
+        target as it was sent upstream (the browser's spelling; the canonical URL's path and
+        query when None); the records' target URI is the canonical URL either way."""
+        request = HTTPRequest(
+            method,
+            list(request_headers),
+            request_body,
+            target=url.path_args if target is None else target,
+        )
         put = functools.partial(self.put, url, key, request, date=date or datetime.now(UTC))
         return Recorder(put, self.tmp_dir)
 

@@ -76,7 +76,7 @@ from ..recording.engine import Exchange
 from ..recording.engine import Outcome as Fetched
 from ..recording.services import Services
 from ..recording.upstream import UpstreamError
-from ..url import URL, InvalidURL, canonicalize
+from ..url import URL, InvalidURL, canonicalize, wire_target
 from .bodies import Recorded, Response, page_links, read_decoded
 from .linkproc import LinkHelper
 from .links import Link, is_css, is_html
@@ -165,7 +165,7 @@ class Prefetcher:
             if url.local or url.proto not in ("http", "https"):
                 self._report(Result(url.file, Outcome.FAILED, problem="not an http or https URL"))
                 continue
-            self._discover(Task(url.file, 0, Role.SEED, url.file))
+            self._discover(Task(url.file, 0, Role.SEED, url.file, target=wire_target(seed)))
         # the upstream session (its TLS context: tens of milliseconds) is made now, not inside
         # the first request's turn, where it would eat into the delay between requests
         _ = self.services.engine.session
@@ -297,7 +297,9 @@ class Prefetcher:
             handled = self._handled[url.file] = asyncio.Event()
             try:
                 reload = self.options.refresh_seeds and task.role is Role.SEED and task.hops == 0
-                entry, result, _ = await self._get(url, force=self.options.force, reload=reload)
+                entry, result, _ = await self._get(
+                    url, force=self.options.force, reload=reload, target=task.target
+                )
                 if result.outcome is not Outcome.FETCHED and result.outcome is not Outcome.FRESH:
                     self._unusable.add(url.file)
                 self._report(result)
@@ -340,12 +342,14 @@ class Prefetcher:
         force: bool = False,
         reload: bool = False,
         rule_max_age: int | None = None,
+        target: str | None = None,
     ) -> tuple[CachedEntry | Recorded | None, Result, bool]:
         """The URL's response: the cached copy if it is fresh, else revalidated or fetched
         (and recorded: the response as the engine recorded it); and whether upstream was
         asked.  ``force`` fetches whatever is cached;
         ``reload`` (and a queued request) never takes the copy as fresh, as a browser's forced
-        reload.  ``rule_max_age`` stands in for the config's freshness rules (robots.txt)."""
+        reload.  ``rule_max_age`` stands in for the config's freshness rules (robots.txt).
+        ``target``: the path and query to send as written (a queued request's own wins)."""
         cached = await asyncio.to_thread(self._cached, url)
         queued = self._queued.get(url.file)
         action = self._action(
@@ -358,12 +362,14 @@ class Prefetcher:
         if action is Action.SERVE and cached is not None:
             return cached, self._result(url, cached, fetched=False), False
         headers = list(queued.headers) if queued is not None else list(self._headers)
+        if queued is not None:  # a queued request goes as the browser sent it
+            target = queued.target
         revalidate = cached if action is Action.REVALIDATE else None
         async with self._slot(url):
             self.progress.started(url.file)
             try:
                 fetched = await self.services.engine.fetch(
-                    Exchange(url, url.file, "GET", headers, keep_body=KEEP_BODY),
+                    Exchange(url, url.file, "GET", headers, keep_body=KEEP_BODY, target=target),
                     revalidate=revalidate,
                 )
             except (UpstreamError, StoreError) as exc:
@@ -491,7 +497,9 @@ class Prefetcher:
         if self.services.is_own(url):
             self._report(Result(url.file, Outcome.FAILED, problem=OWN_PAGE, method=method))
             return
-        exchange = Exchange(url, item.key, method, list(item.headers), item.body)
+        exchange = Exchange(
+            url, item.key, method, list(item.headers), item.body, target=item.target
+        )
         async with self._slot(url):
             self.progress.started(f"{method} {url.file}")
             try:

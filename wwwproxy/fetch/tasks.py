@@ -105,6 +105,9 @@ class Task:
     role: Role
     root: str  # the URL whose host/domain the scope is measured from
     hops: int = 0  # redirects followed to get here
+    #: the path and query to send as the list wrote them (:func:`~wwwproxy.url.wire_target`);
+    #: None: the canonical URL's (links and redirects: the crawl goes by canonical URLs)
+    target: str | None = None
 
 
 class Outcome(Enum):

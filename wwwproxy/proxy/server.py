@@ -42,7 +42,7 @@ from ..http.policy import (
 from ..recording.engine import PSEUDONYM, Exchange
 from ..recording.services import Services
 from ..recording.upstream import UpstreamError
-from ..url import URL, InvalidURL, canonicalize
+from ..url import URL, InvalidURL, canonicalize, wire_target
 from ..url.requestkey import request_key
 from . import front
 from .accesslog import LOGGED_URL, AccessLog
@@ -74,6 +74,10 @@ _FETCHABLE = ("http", "https")
 # and the body is already read whole, so a 100-continue expectation has been met (by aiohttp
 # answering the browser) and must not make the upstream request wait for a 100.
 _NOT_FORWARDED = frozenset({"host", "content-length", "expect"})
+
+#: the path and query as the browser sent them (:func:`~wwwproxy.url.wire.wire_target`): what
+#: goes upstream, while the canonical URL names the cache entry
+WIRE_TARGET = web.RequestKey("wwwproxy.target", str)
 
 CommandHandler = Callable[[web.Request, Services, URL | None], Awaitable[web.StreamResponse]]
 
@@ -180,6 +184,7 @@ class ProxyServer:
                 f"The URL <code>{html.escape(exc.url)}</code> is not valid: "
                 f"{html.escape(exc.reason)}.",
             )
+        request[WIRE_TARGET] = wire_target(target)
         local = request.transport.get_extra_info("sockname") if request.transport else None
         if self.services.is_own(url, local if isinstance(local, tuple) else None):
             return await self.command(request, url)
@@ -209,7 +214,7 @@ class ProxyServer:
                     f"wwwproxy is offline: the WebSocket <code>{html.escape(url.canonical)}"
                     "</code> needs a live connection, and conversations are not cached.",
                 )
-            return await relay_websocket(request, url, self.services)
+            return await relay_websocket(request, url, self.services, request[WIRE_TARGET])
         announced = request.content_length
         if announced is not None and announced > MAX_REQUEST_BODY:
             if announced >= 2**63:  # not a length any body can have: a smuggling probe
@@ -344,6 +349,7 @@ class ProxyServer:
             body,
             request.version[:2],
             record=record,
+            target=request.get(WIRE_TARGET),
         )
         sink = BrowserSink(request)
         try:
@@ -461,6 +467,7 @@ class ProxyServer:
                 )
             ),
             body=body,
+            target=request.get(WIRE_TARGET),
         )
 
     async def queue_request(

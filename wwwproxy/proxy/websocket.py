@@ -10,6 +10,7 @@ import logging
 
 import aiohttp
 from aiohttp import web
+from yarl import URL as YURL
 
 from ..recording.services import Services
 from ..recording.upstream import describe_error, describe_proxy_error, proxy_arguments
@@ -32,11 +33,14 @@ def is_websocket(request: web.BaseRequest) -> bool:
     )
 
 
-async def relay_websocket(request: web.Request, url: URL, services: Services) -> web.StreamResponse:
+async def relay_websocket(
+    request: web.Request, url: URL, services: Services, path: str
+) -> web.StreamResponse:
     """Open the same WebSocket upstream, then accept the browser's and relay until either
-    side closes."""
+    side closes.  ``path``: the path and query as the browser sent them
+    (:func:`~wwwproxy.url.wire.wire_target`), asked for as they are."""
     scheme = "wss" if url.proto == "https" else "ws"
-    target = scheme + url.canonical[len(url.proto) :]
+    target = f"{scheme}://{url.hostport}{path}"
     protocols = [
         p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()
     ]
@@ -44,10 +48,17 @@ async def relay_websocket(request: web.Request, url: URL, services: Services) ->
     proxy = services.engine.proxies.for_url(url)
     headers, via = proxy_arguments(proxy, url.proto == "https", headers)
     # a proxy is sent an http:// URL (the scheme proxies know; aiohttp would send ws://)
-    address = url.canonical if proxy is not None and url.proto == "http" else target
+    address = (
+        f"http://{url.hostport}{path}" if proxy is not None and url.proto == "http" else target
+    )
     try:
         upstream = await services.engine.session.ws_connect(
-            address, protocols=protocols, headers=headers, max_msg_size=0, heartbeat=None, **via
+            YURL(address, encoded=True),  # as given: yarl must not requote
+            protocols=protocols,
+            headers=headers,
+            max_msg_size=0,
+            heartbeat=None,
+            **via,
         )
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         described = describe_proxy_error(exc, proxy) if proxy is not None else None

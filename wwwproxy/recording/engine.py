@@ -174,6 +174,10 @@ class Exchange:
     #: a body up to this many bytes comes back in the :class:`Outcome`, as recorded (the
     #: crawler follows a page's links without reading it again from the archive)
     keep_body: int = 0
+    #: the path and query to send, as the browser (or the page, or the queued request) spelled
+    #: them (:func:`~wwwproxy.url.wire.wire_target`): what the origin is sent and the archived
+    #: request's line holds; None: the canonical URL's
+    target: str | None = None
 
 
 class Sink(Protocol):
@@ -331,6 +335,7 @@ class Engine:
             headers,
             exchange.body,
             self.proxies.for_url(exchange.url),
+            exchange.target,
         )
         self._invalidate(exchange, upstream)
         try:
@@ -400,6 +405,7 @@ class Engine:
             method=exchange.method,
             request_headers=record_headers,
             request_body=exchange.body,
+            target=exchange.target,
         )
 
     async def _tee(

@@ -159,9 +159,14 @@ def new_session(
     )
 
 
-def upstream_url(url: URL) -> YURL:
-    """The canonical URL exactly as canonicalized (``encoded=True``: yarl must not requote)."""
-    return YURL(url.canonical, encoded=True)
+def upstream_url(url: URL, target: str | None = None) -> YURL:
+    """What is asked for upstream: the canonical URL's scheme and authority (so the Host header
+    is the canonical one) with ``target``, the browser's own path and query
+    (:func:`~wwwproxy.url.wire.wire_target`); without one, the canonical URL.  Either goes
+    exactly as given (``encoded=True``: yarl must not requote)."""
+    if target is None:
+        return YURL(url.canonical, encoded=True)
+    return YURL(f"{url.proto}://{url.hostport}{target}", encoded=True)
 
 
 # --- the upstream proxy ----------------------------------------------------------------------
@@ -329,9 +334,12 @@ async def open_upstream(
     headers: list[tuple[str, str]],
     body: bytes | None,
     proxy: UpstreamProxy | None = None,
+    target: str | None = None,
 ) -> aiohttp.ClientResponse:
     """Send the request (through ``proxy``, when there is one) and return the response with
     its body not yet read.  The request is the origin's either way: what the engine records.
+    ``target``: the path and query to ask for, as the browser sent them (see
+    :func:`upstream_url`).
 
     Raises :class:`UpstreamError` with a readable reason for any failure to connect or answer.
     """
@@ -343,7 +351,7 @@ async def open_upstream(
     try:
         response = await session.request(
             method,
-            upstream_url(url),
+            upstream_url(url, target),
             headers=headers,
             data=body if body else None,
             allow_redirects=False,

@@ -1,7 +1,8 @@
 """WWWOFFLE-style URL canonicalization (the contract: shared/specs/canonical-url-rules.md).
 
-One canonical URL per resource is what makes the cache work: it is what we send upstream, what
-we hash into the cache file name and what the index shows. Every rule below merges only spellings
+One canonical URL per resource is what makes the cache work: it is what we hash into the cache
+file name, what the archive records as the target URI and what the index shows (upstream goes
+the browser's own spelling: :mod:`.wire`). Every rule below merges only spellings
 that origin servers treat as the same resource; anything we cannot read unambiguously is an
 :class:`InvalidURL` rather than a guess.
 
@@ -26,6 +27,8 @@ __all__ = [
     "InvalidURL",
     "canonicalize",
     "percent_decode",
+    "split_url",
+    "to_byte_chars",
 ]
 
 DEFAULT_LOCAL_HOST = "localhost:8080"
@@ -348,14 +351,14 @@ def _split_hostport(url: str | bytes, hostport: str) -> tuple[str, str, bool]:
 
 @functools.lru_cache(maxsize=16)
 def _local_hostport(local_host: str) -> tuple[str, int | None]:
-    host, port, ipv6 = _split_hostport(local_host, _to_byte_chars(local_host))
+    host, port, ipv6 = _split_hostport(local_host, to_byte_chars(local_host))
     if not host:
         raise InvalidURL(local_host, "the proxy's own host name is empty")
     canon_host = _canonical_host(local_host, host, ipv6)
     return canon_host, _canonical_port(local_host, "http", port)
 
 
-def _to_byte_chars(url: str | bytes) -> str:
+def to_byte_chars(url: str | bytes) -> str:
     if isinstance(url, bytes):
         return url.decode("latin-1")
     try:
@@ -365,6 +368,32 @@ def _to_byte_chars(url: str | bytes) -> str:
 
 
 # --- the whole URL --------------------------------------------------------------------------
+
+
+def split_url(text: str) -> tuple[str, str, str]:
+    """The scheme (lower-cased; ``http`` when none is written), the authority as written and
+    the rest (path and query, as written) of a URL in byte-chars, without its fragment and
+    the blanks around it.  Nothing, or only a fragment, is the proxy's root (``/``), as
+    WWWOFFLE has it; a path-only URL has no authority (the proxy's own)."""
+    text = text.strip(_STRIP)
+    hash_at = text.find("#")
+    if hash_at >= 0:
+        text = text[:hash_at]
+    if not text:
+        text = "/"
+    proto = "http"
+    if text.startswith("/"):
+        return proto, "", text
+    m = _SCHEME.match(text)
+    if m and ".." not in m.group(1):
+        proto = m.group(1).lower()
+        text = text[m.end() :]
+    end = len(text)
+    for sep in "/?":
+        at = text.find(sep)
+        if 0 <= at < end:
+            end = at
+    return proto, text[:end], text[end:]
 
 
 def canonicalize(url: str | bytes, *, local_host: str = DEFAULT_LOCAL_HOST) -> URL:
@@ -381,30 +410,7 @@ def canonicalize(url: str | bytes, *, local_host: str = DEFAULT_LOCAL_HOST) -> U
 
 @functools.lru_cache(maxsize=4096)
 def _canonicalize(url: str | bytes, local_host: str) -> URL:
-    text = _to_byte_chars(url).strip(_STRIP)
-    hash_at = text.find("#")
-    if hash_at >= 0:
-        text = text[:hash_at]
-    if not text:
-        # nothing, or only a fragment: no scheme (http), no host (the proxy's own), no path
-        # (``/``): the proxy's root, as WWWOFFLE has it
-        text = "/"
-
-    proto = "http"
-    if text.startswith("/"):
-        authority, rest = "", text
-    else:
-        m = _SCHEME.match(text)
-        if m and ".." not in m.group(1):
-            proto = m.group(1).lower()
-            text = text[m.end() :]
-        end = len(text)
-        for sep in "/?":
-            at = text.find(sep)
-            if 0 <= at < end:
-                end = at
-        authority, rest = text[:end], text[end:]
-
+    proto, authority, rest = split_url(to_byte_chars(url))
     user = password = None
     at = authority.rfind("@")
     if at >= 0:
