@@ -231,7 +231,8 @@ async def test_run_due_fetches_due_pages_when_online(tmp_path: Path, site: Site)
     path = monitor.monitor_path(cache)
     page = site.url("/iframe.html")
     monitor.add(path, page, Schedule(every=1))
-    async with open_services(Config(cache=cache), mode=Mode.OFFLINE) as services:
+    saving = Config(cache=cache, request_changed=2 * 3600)  # WWWOFFLE's saving rule
+    async with open_services(saving, mode=Mode.OFFLINE) as services:
         store = services.store
         assert await monitor.run_due(services, path) == []
         assert site.take_hits() == []
@@ -246,7 +247,7 @@ async def test_run_due_fetches_due_pages_when_online(tmp_path: Path, site: Site)
         assert await monitor.run_due(services, path) == []  # not due again for an hour
         later = datetime.now(UTC) + timedelta(hours=1, minutes=1)
         assert await monitor.run_due(services, path, later) == [(page, None)]
-        # the page is refetched; its requisite is still fresh
+        # the page is refetched; its requisite is still fresh (request_changed: two hours)
         assert site.take_hits() == ["/iframe.html"]
 
 
