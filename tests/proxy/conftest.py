@@ -753,7 +753,8 @@ async def wait_until(check: Callable[[], bool], timeout: float = 5.0) -> bool:
 
 @dataclass
 class RawOrigin:
-    """Answers every request with the same bytes (then closes, unless told to keep open)."""
+    """Answers every request with the same bytes (then closes, unless told to keep open); an
+    answer given in parts is written part by part, a moment apart."""
 
     port: int
     requests: list[bytes]
@@ -763,18 +764,22 @@ class RawOrigin:
 
 
 @pytest.fixture
-async def raw_origin() -> AsyncIterator[Callable[[bytes], Awaitable[RawOrigin]]]:
+async def raw_origin() -> AsyncIterator[Callable[..., Awaitable[RawOrigin]]]:
     servers: list[asyncio.base_events.Server] = []
 
-    async def make(answer: bytes, *, close: bool = True) -> RawOrigin:
+    async def make(answer: bytes | list[bytes], *, close: bool = True) -> RawOrigin:
         requests: list[bytes] = []
+        parts = [answer] if isinstance(answer, bytes) else answer
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
                 requests.append(head)
-                writer.write(answer)
-                await writer.drain()
+                for i, part in enumerate(parts):
+                    if i:
+                        await asyncio.sleep(0.05)
+                    writer.write(part)
+                    await writer.drain()
                 if not close:
                     await asyncio.wait_for(reader.read(), 5)
             except (OSError, asyncio.IncompleteReadError, TimeoutError):

@@ -1,6 +1,6 @@
 """Answer heads as bytes: the one place the proxy writes an HTTP head itself (the fast front's
 answers, and the answers written before or instead of aiohttp: a refused connection, a head
-that came too slowly, a request whose framing cannot be trusted).
+that came too slowly, a request whose framing cannot be trusted, an origin's interim response).
 
 Header text is written as aiohttp writes it (UTF-8), and a value that was not UTF-8 as its
 bytes read as ISO-8859-1 (:func:`sendable_headers`), so both fronts send the same bytes.
@@ -17,6 +17,7 @@ __all__ = [
     "connection_line",
     "header_lines",
     "http_now",
+    "interim_head",
     "sendable_headers",
     "status_line",
 ]
@@ -44,6 +45,15 @@ def status_line(version: str, status: int, reason: str) -> bytes:
 def header_lines(headers: Iterable[tuple[str, str]]) -> bytes:
     """One ``Name: value`` line per header, as :func:`sendable_headers` makes them."""
     return b"".join(f"{n}: {v}\r\n".encode() for n, v in sendable_headers(headers))
+
+
+def interim_head(status: int, reason: str, headers: Iterable[tuple[str, str]]) -> bytes:
+    """An interim (1xx) head as forwarded to an HTTP/1.1 browser before the answer (RFC 9110
+    §15.2): its status line and ``headers``, no body.  A reason phrase that is not printable
+    ASCII is left out (the status code is what counts)."""
+    if not (reason.isascii() and reason.isprintable()):
+        reason = ""
+    return status_line("1.1", status, reason) + header_lines(headers) + b"\r\n"
 
 
 def connection_line(version: str, keep_alive: bool) -> bytes:

@@ -39,14 +39,15 @@ from ..http.policy import (
     not_modified_headers,
     request_directives,
 )
-from ..recording.engine import PSEUDONYM, Exchange
+from ..recording.engine import PSEUDONYM, Exchange, decode_headers
 from ..recording.services import Services
 from ..recording.upstream import UpstreamError
+from ..recording.upstream_protocol import RawHeaders, reporting_interim
 from ..url import URL, InvalidURL, canonicalize, wire_target
 from ..url.requestkey import request_key
 from . import front
 from .accesslog import LOGGED_URL, AccessLog
-from .heads import closing_answer
+from .heads import closing_answer, interim_head
 from .intercept import Interceptor
 from .pages import page_response
 from .replay import (
@@ -353,11 +354,12 @@ class ProxyServer:
         )
         sink = BrowserSink(request)
         try:
-            outcome = await services.engine.fetch(
-                exchange,
-                revalidate=cached if action is Action.REVALIDATE else None,
-                sink=sink,
-            )
+            with reporting_interim(sink.interim):
+                outcome = await services.engine.fetch(
+                    exchange,
+                    revalidate=cached if action is Action.REVALIDATE else None,
+                    sink=sink,
+                )
         except UpstreamError as exc:
             if exc.untrusted:  # never answered with a copy: the user must see why
                 return upstream_error_page(exc)
@@ -628,7 +630,8 @@ class ProxyServer:
 class BrowserSink:
     """The engine's :class:`~wwwproxy.recording.engine.Sink` for a browser's connection: the
     origin's answer relayed with ``Via`` and ``X-Cache: MISS``, or a 304 when the browser's own
-    validators match it (the whole answer is still recorded)."""
+    validators match it (the whole answer is still recorded); before it, the origin's interim
+    responses (:meth:`interim`)."""
 
     def __init__(self, request: web.Request) -> None:
         self.request = request
@@ -666,6 +669,20 @@ class BrowserSink:
         except ConnectionError:
             return False
         return True
+
+    def interim(
+        self, status: int, reason: str, version: tuple[int, int], raw_headers: RawHeaders
+    ) -> None:
+        """Forward an interim (1xx) response of the origin, with ``Via`` (RFC 9110 §15.2: a
+        proxy forwards them, but never to an HTTP/1.0 client), while nothing of the answer has
+        been written.  It is not recorded: the archive holds the final answer only."""
+        request, transport = self.request, self.request.transport
+        if self.response is not None or request.version < aiohttp.HttpVersion11:
+            return
+        if transport is None or transport.is_closing():
+            return
+        headers = add_via(end_to_end(decode_headers(raw_headers)), version, PSEUDONYM)
+        transport.write(interim_head(status, reason, headers))
 
     async def write(self, chunk: bytes) -> bool:
         """Write to the browser; False once it has gone.  (A write waiting for a slow browser

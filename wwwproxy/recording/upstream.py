@@ -25,6 +25,7 @@ from ..config import Config
 from ..url import URL, canonicalize
 from ..url.hosts import host_matches
 from ..url.proxy import UpstreamProxy, basic_authorization, no_proxy_patterns
+from .upstream_protocol import UpstreamConnector
 
 __all__ = [
     "DIRECT",
@@ -129,17 +130,19 @@ def new_session(
     limit: int = 256,
     ssl_context: ssl.SSLContext | None = None,
 ) -> aiohttp.ClientSession:
-    """One shared client session: keep-alive to origins, no cookies, no decompression.
+    """One shared client session: keep-alive to origins, no cookies, no decompression, its
+    responses read by :class:`~.upstream_protocol.UpstreamProtocol` (interim responses
+    reported, extra bytes after a response dropped).
     ``resolver`` replaces DNS (tests send names such as ``example.com`` to local servers).
     ``limit_per_host`` and ``limit`` bound the open connections (0: no bound); a request over
     the bound waits, without a time limit, for a response to finish."""
     tls = ssl_context if ssl_context is not None else tls_context()
     if resolver is None:
-        connector = aiohttp.TCPConnector(
+        connector = UpstreamConnector(
             limit=limit, limit_per_host=limit_per_host, ttl_dns_cache=60, ssl=tls
         )
     else:
-        connector = aiohttp.TCPConnector(
+        connector = UpstreamConnector(
             limit=limit,
             limit_per_host=limit_per_host,
             resolver=resolver,
