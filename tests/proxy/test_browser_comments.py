@@ -35,6 +35,7 @@ import pytest
 from aiohttp import web
 
 from ..commands.test_browser import chromium_args
+from .conftest import serving
 
 STEP_TIMEOUT = 20
 THREAD = "/thread"
@@ -108,15 +109,8 @@ async def thread_origin(answer: str) -> AsyncIterator[Thread]:
     app = web.Application()
     app.router.add_route("*", THREAD, thread.handle)
     app.router.add_get(THANKS, thanks)
-    runner = web.AppRunner(app, shutdown_timeout=0.5)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        thread.port = site._server.sockets[0].getsockname()[1]  # noqa: SLF001
+    async with serving(app) as thread.port:
         yield thread
-    finally:
-        await runner.cleanup()
 
 
 class Browser:

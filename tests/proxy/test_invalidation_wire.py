@@ -14,7 +14,7 @@ from aiohttp import web
 
 from wwwproxy.http.policy import Mode
 
-from .conftest import Proxy
+from .conftest import Proxy, serving
 
 DOC = "/doc"
 
@@ -61,13 +61,8 @@ async def documents() -> AsyncIterator[Documents]:
     origin = Documents()
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", origin.handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    origin.port = site._server.sockets[0].getsockname()[1]  # noqa: SLF001
-    yield origin
-    await runner.cleanup()
+    async with serving(app) as origin.port:
+        yield origin
 
 
 async def cached(proxy: Proxy, documents: Documents, host: str = "127.0.0.1") -> None:
