@@ -41,11 +41,10 @@ def find_chromium() -> str:
     )
 
 
-async def chromium(tmp_path: Path, proxy_port: int, url: str, *extra: str) -> str:
-    """Run headless Chromium through the proxy on ``url``; its stdout (the DOM with
-    ``--dump-dom``)."""
-    profile = tmp_path / "chromium-profile"
-    args = [
+def chromium_args(profile: Path, proxy_port: int) -> list[str]:
+    """Headless Chromium with a fresh ``profile``, sending every URL (loopback too) through the
+    proxy on ``proxy_port`` and as few requests of its own as its flags allow."""
+    return [
         find_chromium(),
         "--headless",
         "--no-sandbox",
@@ -62,9 +61,13 @@ async def chromium(tmp_path: Path, proxy_port: int, url: str, *extra: str) -> st
         f"--user-data-dir={profile}",
         f"--proxy-server=http://127.0.0.1:{proxy_port}",
         "--proxy-bypass-list=<-loopback>",  # proxy loopback URLs too (they bypass by default)
-        *extra,
-        url,
     ]
+
+
+async def chromium(tmp_path: Path, proxy_port: int, url: str, *extra: str) -> str:
+    """Run headless Chromium through the proxy on ``url``; its stdout (the DOM with
+    ``--dump-dom``)."""
+    args = [*chromium_args(tmp_path / "chromium-profile", proxy_port), *extra, url]
     proc = await asyncio.create_subprocess_exec(
         *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )

@@ -622,6 +622,20 @@ def networks(*nets: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network,
     return tuple(ipaddress.ip_network(n) for n in nets)
 
 
+@contextlib.asynccontextmanager
+async def serving(app: web.Application) -> AsyncIterator[int]:
+    """``app`` served on a free loopback port (yielded) until the block ends: a test's own
+    small origin."""
+    runner = web.AppRunner(app, shutdown_timeout=0.5)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        yield site._server.sockets[0].getsockname()[1]  # noqa: SLF001
+    finally:
+        await asyncio.wait_for(runner.cleanup(), 5)
+
+
 # --- raw sockets -----------------------------------------------------------------------------
 
 
