@@ -16,20 +16,18 @@ import contextlib
 import itertools
 import json
 import re
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 from aiohttp import web
 
 from wwwproxy.archive.memory import MAX_OBJECT
 
+from .chromium import HEADLESS_FLAGS, RUN_TIMEOUT, find_chromium, run, tool
 from .conftest import Proxy
 
-RUN_TIMEOUT = 60
 #: seconds of the video, its frames a second, and where the test seeks to
 SECONDS, RATE, SEEK_TO = 5, 25, 3.5
 PAGE = b"""<!DOCTYPE html><html><head><title>Video</title></head><body>
@@ -96,26 +94,6 @@ def pdf() -> bytes:
         xref,
     )
     return out
-
-
-def tool(name: str, package: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        pytest.fail(f"{name} is needed for the media browser test: apt-get install {package}")
-    return path
-
-
-async def run(*args: str) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        *args, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
-    )
-    try:
-        _, err = await asyncio.wait_for(proc.communicate(), RUN_TIMEOUT)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        pytest.fail(f"{args[0]} did not finish within {RUN_TIMEOUT}s")
-    assert proc.returncode == 0, f"{args[0]} exited {proc.returncode}: {err.decode()[-2000:]}"
 
 
 async def make_video(path: Path) -> None:
@@ -224,26 +202,9 @@ class Browser:
 
 @contextlib.asynccontextmanager
 async def chromium(profile: Path, proxy: Proxy, origin_port: int) -> AsyncIterator[Browser]:
-    executable = next(
-        (p for n in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(n))),
-        None,
-    )
-    if executable is None:
-        pytest.fail("headless Chromium is needed: apt-get install chromium (as .ci/run does)")
     proc = await asyncio.create_subprocess_exec(
-        executable,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        "--no-pings",
-        "--disable-domain-reliability",
-        "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,Translate,MediaRouter",
+        find_chromium(),
+        *HEADLESS_FLAGS,
         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
         "--autoplay-policy=no-user-gesture-required",
         f"--user-data-dir={profile}",
