@@ -3,12 +3,12 @@ history page, and the test reads what it rendered (its DOM).  It also takes a sc
 a host's index (``WWWPROXY_SCREENSHOT=docs/index.png`` saves it there for the README).
 
 Chromium comes from the Debian package ``chromium`` (``.ci/run`` installs it).  Without it this
-test fails, saying so: it is part of the acceptance of the command pages.
+test fails, saying so (:mod:`tests.proxy.chromium`): it is part of the acceptance of the
+command pages.
 """
 
 from __future__ import annotations
 
-import asyncio
 import html
 import os
 import random
@@ -18,67 +18,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
-import pytest
-
 from wwwproxy.http.policy import Mode
 
+from ..proxy.chromium import chromium_args, run
 from .conftest import EVIL_TITLE
 from .test_index import record
-
-CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
-RUN_TIMEOUT = 60
-
-
-def find_chromium() -> str:
-    for name in CHROMIUM_NAMES:
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.fail(
-        "headless Chromium is needed for the browser test and was not found "
-        f"(looked for {', '.join(CHROMIUM_NAMES)}): install the Debian package "
-        "'chromium' (apt-get install -y chromium), as .ci/run does"
-    )
-
-
-def chromium_args(profile: Path, proxy_port: int) -> list[str]:
-    """Headless Chromium with a fresh ``profile``, sending every URL (loopback too) through the
-    proxy on ``proxy_port`` and as few requests of its own as its flags allow."""
-    return [
-        find_chromium(),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        "--no-pings",
-        "--disable-domain-reliability",
-        "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,Translate,MediaRouter",
-        f"--user-data-dir={profile}",
-        f"--proxy-server=http://127.0.0.1:{proxy_port}",
-        "--proxy-bypass-list=<-loopback>",  # proxy loopback URLs too (they bypass by default)
-    ]
 
 
 async def chromium(tmp_path: Path, proxy_port: int, url: str, *extra: str) -> str:
     """Run headless Chromium through the proxy on ``url``; its stdout (the DOM with
     ``--dump-dom``)."""
-    args = [*chromium_args(tmp_path / "chromium-profile", proxy_port), *extra, url]
-    proc = await asyncio.create_subprocess_exec(
-        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), RUN_TIMEOUT)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        pytest.fail(f"chromium did not finish within {RUN_TIMEOUT}s on {url}")
-    assert proc.returncode == 0, f"chromium exited {proc.returncode}: {err.decode()[-2000:]}"
-    return out.decode("utf-8", "replace")
+    return await run(*chromium_args(tmp_path / "chromium-profile", proxy_port), *extra, url)
 
 
 def dom_text(dom: str) -> str:

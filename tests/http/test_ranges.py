@@ -31,6 +31,7 @@ from wwwproxy.http.ranges import (
     plan_ranges,
     ranges_apply,
     resolve_ranges,
+    upstream_range,
 )
 
 R = RangeSpec
@@ -662,3 +663,40 @@ def test_combined_parts_are_the_body(body, data):
     assert combined is not None
     bodies = [body[a : b + 1] for a, b in spans]
     assert b"".join(bodies[i][start:stop] for i, start, stop in combined.pieces) == body
+
+
+# --- what of a range goes upstream ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("headers", "sent"),
+    [
+        # a media element's first request: the whole resource is fetched and recorded
+        ([("Range", "bytes=0-")], []),
+        ([("range", "Bytes=0-"), ("Accept", "*/*")], [("Accept", "*/*")]),
+        ([("Range", " bytes=0- ")], []),
+        ([("Range", "bytes=000-")], []),
+        # its If-Range goes with it (RFC 9110 §13.1.5: no If-Range without a Range)
+        ([("If-Range", '"v1"'), ("Range", "bytes=0-")], []),
+        # other ranges go as asked (a seek: its 206 is relayed, recorded as history)
+        ([("Range", "bytes=0-1")], [("Range", "bytes=0-1")]),
+        ([("Range", "bytes=5-")], [("Range", "bytes=5-")]),
+        ([("Range", "bytes=-5")], [("Range", "bytes=-5")]),
+        ([("Range", "bytes=0-,5-")], [("Range", "bytes=0-,5-")]),
+        (
+            [("If-Range", '"v1"'), ("Range", "bytes=9-")],
+            [("If-Range", '"v1"'), ("Range", "bytes=9-")],
+        ),
+        # not a bytes range, or none: as they are
+        ([("Range", "items=0-")], [("Range", "items=0-")]),
+        ([("If-Range", '"v1"')], [("If-Range", '"v1"')]),
+        ([("Accept", "*/*")], [("Accept", "*/*")]),
+        # two Range headers: not one range asking for every byte
+        (
+            [("Range", "bytes=0-"), ("Range", "bytes=0-")],
+            [("Range", "bytes=0-"), ("Range", "bytes=0-")],
+        ),
+    ],
+)
+def test_upstream_range(headers, sent):
+    assert upstream_range(headers) == sent

@@ -34,7 +34,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from ..commands.test_browser import chromium_args
+from .chromium import chromium_args
 from .conftest import serving
 
 STEP_TIMEOUT = 20

@@ -5,7 +5,6 @@ origin stopped, and renders the same page.  ``.ci/run`` installs both packages."
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -20,7 +19,8 @@ from aiohttp import web
 
 from wwwproxy.http.policy import Mode
 
-RUN_TIMEOUT = 60
+from .chromium import HEADLESS_FLAGS, run, tool
+
 PAGE = b"""<!DOCTYPE html><html><head><title>Secure page</title>
 <link rel="stylesheet" href="/style.css"><script src="/app.js"></script></head>
 <body><p id="text">Hello over TLS.</p><img id="logo" src="/logo.png" onload="loaded(this)">
@@ -51,27 +51,6 @@ def png(width: int, height: int) -> bytes:
 
 
 LOGO = png(2, 3)
-
-
-def tool(name: str, package: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        pytest.fail(f"{name} is needed for the HTTPS browser test: apt-get install {package}")
-    return path
-
-
-async def run(*args: str, env: dict[str, str] | None = None) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), RUN_TIMEOUT)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        pytest.fail(f"{args[0]} did not finish within {RUN_TIMEOUT}s")
-    assert proc.returncode == 0, f"{args[0]} exited {proc.returncode}: {err.decode()[-2000:]}"
-    return out.decode("utf-8", "replace")
 
 
 async def start_origin() -> tuple[web.AppRunner, int, Path]:
@@ -138,16 +117,7 @@ async def test_chromium_browses_https_online_then_offline(make_proxy, tmp_path):
         async def browse(profile: str) -> str:
             return await run(
                 chromium,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--disable-dev-shm-usage",
-                "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,Translate",
+                *HEADLESS_FLAGS,
                 f"--user-data-dir={tmp_path / profile}",
                 f"--proxy-server=http://127.0.0.1:{proxy.port}",
                 "--proxy-bypass-list=<-loopback>",

@@ -14,9 +14,11 @@ import dataclasses
 import ipaddress
 import re
 from collections.abc import AsyncIterator, Callable
+from types import SimpleNamespace
 
 import pytest
 
+from wwwproxy.http import ranges as ranges_module
 from wwwproxy.http.modify_html import ModifyHTMLRule
 from wwwproxy.proxy import front as front_module
 from wwwproxy.proxy import replay as replay_module
@@ -31,6 +33,14 @@ QUIET = 0.5
 SCRIPTS_OFF = (ModifyHTMLRule("/page", re.compile("/page"), disable_scripts=True),)
 AUTH = {"Authorization": "Basic YWxpY2U6c2VjcmV0"}
 COOKIE_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nSet-Cookie: a=b\r\n\r\nok"
+#: a copy to cut ranges from: 200 bytes, a strong ETag, fresh for an hour
+RANGED_BODY = b"0123456789" * 20
+RANGED_ANSWER = (
+    b'HTTP/1.1 200 OK\r\nContent-Length: 200\r\nContent-Type: text/plain\r\nETag: "r1"\r\n'
+    b"Cache-Control: max-age=3600\r\n\r\n" + RANGED_BODY
+)
+#: multipart/byteranges boundaries made alike on both ways (a random one by default)
+FIXED_BOUNDARY = SimpleNamespace(token_hex=lambda _: "b" * 32)
 
 
 async def exchange(port: int, data: bytes) -> tuple[bytes, bool]:
@@ -210,6 +220,13 @@ REASON_CASES: list[tuple[ToAiohttp | None, Callable[[Setting], bytes]]] = [
     (ToAiohttp.POLICY, lambda s: _get(s.urls["page"], "Cache-Control: no-cache")),
     (ToAiohttp.DECODE, lambda s: _get(s.urls["gzip"], "Accept: */*", "Accept-Encoding: x")),
     (
+        ToAiohttp.MULTIPART,
+        lambda s: (
+            s.monkeypatch.setattr(ranges_module, "secrets", FIXED_BOUNDARY),
+            _get(s.urls["ranged"], "Range: bytes=0-1,150-159"),
+        )[1],
+    ),
+    (
         ToAiohttp.FAILED,
         lambda s: (
             s.monkeypatch.setattr(front_module, "plan_fast_answer", _failing),
@@ -230,19 +247,21 @@ async def test_every_reason_gives_the_bytes_aiohttp_gives(
     fast front hands it on (counted under that reason), and the answer is aiohttp's, byte
     for byte, as is the fast answer of a plain memory hit."""
     cookie_origin = await raw_origin(COOKIE_ANSWER)
+    ranged_origin = await raw_origin(RANGED_ANSWER)
     proxy = await make_proxy()
     urls = {
         "page": origin.url("/page.html"),
         "gzip": origin.url("/gzip"),
         "echo": origin.url("/echo"),
         "cookie": cookie_origin.url("/cookie"),
+        "ranged": ranged_origin.url("/ranged"),
         "never": origin.url("/never"),
     }
-    for name in ("page", "gzip", "echo", "cookie"):
+    for name in ("page", "gzip", "echo", "cookie", "ranged"):
         await proxy.get(urls[name], headers=AUTH if name == "echo" else None)
         await proxy.recorded(urls[name])
     await proxy.control(mode="offline")
-    for name in ("page", "gzip", "cookie"):
+    for name in ("page", "gzip", "cookie", "ranged"):
         await proxy.get(urls[name])  # into memory
     await proxy.get(urls["echo"], headers=AUTH)
     direct = await aiohttp_port(proxy)
@@ -263,3 +282,72 @@ async def test_every_reason_gives_the_bytes_aiohttp_gives(
             assert front.answered == answered + 1
         else:
             assert (front.answered, front.handed[why]) == (answered, handed + 1), why
+
+
+# --- ranges -----------------------------------------------------------------------------------
+
+#: (about, the request's lines, the status, the body, its Content-Range: "multipart" for
+#: parts, which aiohttp's path answers, None for none)
+RANGE_CASES: list[tuple[str, tuple[str, ...], int, bytes, str | None]] = [
+    ("no Range", (), 200, RANGED_BODY, None),
+    ("bytes=0-", ("Range: bytes=0-",), 206, RANGED_BODY, "0-199/200"),
+    ("bytes=0-1", ("Range: bytes=0-1",), 206, b"01", "0-1/200"),
+    ("bytes=5-", ("Range: bytes=5-",), 206, RANGED_BODY[5:], "5-199/200"),
+    ("bytes=-3", ("Range: bytes=-3",), 206, b"789", "197-199/200"),
+    ("past the end", ("Range: bytes=190-999",), 206, b"0123456789", "190-199/200"),
+    (
+        "two ranges",
+        ("Range: bytes=0-1,150-159",),
+        206,
+        b"\r\n--" + b"b" * 32 + b"--\r\n",
+        "multipart",
+    ),
+    ("unsatisfiable", ("Range: bytes=200-",), 416, b"", "*/200"),
+    ("If-Range matching", ('If-Range: "r1"', "Range: bytes=0-1"), 206, b"01", "0-1/200"),
+    ("If-Range not matching", ('If-Range: "r0"', "Range: bytes=0-1"), 200, RANGED_BODY, None),
+    ("If-Range weak", ('If-Range: W/"r1"', "Range: bytes=0-1"), 200, RANGED_BODY, None),
+    ("a unit other than bytes", ("Range: items=0-1",), 200, RANGED_BODY, None),
+    ("304 before the range", ('If-None-Match: "r1"', "Range: bytes=0-1"), 304, b"", None),
+    ("If-Range alone", ('If-Range: "r1"',), 200, RANGED_BODY, None),
+]
+
+
+@pytest.mark.parametrize("mode", ["online", "offline"])
+async def test_ranges_give_the_bytes_aiohttp_gives(
+    make_proxy, raw_origin, aiohttp_port, monkeypatch, mode: str
+):
+    """A memory copy's ranges, online (fresh) and offline: the fast front answers a single
+    range, a 416 and the whole copy itself, multipart ranges are aiohttp's, and the bytes
+    are aiohttp's either way; a 206 carries only its range, a 304 no range at all."""
+    monkeypatch.setattr(ranges_module, "secrets", FIXED_BOUNDARY)
+    ranged_origin = await raw_origin(RANGED_ANSWER)
+    proxy = await make_proxy()
+    url = ranged_origin.url("/ranged")
+    await proxy.get(url)
+    await proxy.recorded(url)
+    await proxy.control(mode=mode)
+    await proxy.get(url)  # into memory
+    direct = await aiohttp_port(proxy)
+    front = proxy.running.front
+    for about, lines, status, body, content_range in RANGE_CASES:
+        answered = front.answered
+        (answer, closed), slow = await both_ways(proxy, direct, _get(url, *lines))
+        assert (answer, closed) == slow, about
+        head, _, got = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 %d " % status), (about, head)
+        headers = head.decode("latin-1").lower().split("\r\n")
+        fast = content_range != "multipart"
+        assert front.answered == answered + fast, about
+        if fast:
+            assert got == body, about
+            assert f"content-length: {len(body)}" in headers or status == 304, about
+            ranged = [h for h in headers if h.startswith("content-range:")]
+            assert ranged == ([f"content-range: bytes {content_range}"] if content_range else [])
+        else:
+            assert got.endswith(body), about
+        ranges_said = "accept-ranges: bytes" in headers
+        assert ranges_said == (status != 304), about  # nothing of ranges in a 304
+    multipart = (await proxy.raw(_get(url, "Range: bytes=0-1,150-159"))).decode("latin-1")
+    assert "multipart/byteranges; boundary=" + "b" * 32 in multipart
+    assert "Content-Range: bytes 0-1/200\r\n\r\n01\r\n" in multipart
+    assert "Content-Range: bytes 150-159/200\r\n\r\n0123456789\r\n" in multipart

@@ -7,7 +7,8 @@ request's ``Range`` and ``If-Range`` and the stored response into a :class:`Rang
 status, the headers to change and the body as pieces: bytes to write and spans of the stored
 body), which the server carries out on a body in memory (:func:`body_parts`) or on one read
 from disk in chunks (:func:`file_reads`).  :func:`combine_partials` says when stored 206s and a
-new one make up a complete response (RFC 9111 §3.3, §3.4), for the recording side.
+new one make up a complete response (RFC 9111 §3.3, §3.4), for the recording side;
+:func:`upstream_range` what of a browser's range goes to the origin on a miss.
 
 Which bytes a range counts: those of the selected representation, content coding included
 (RFC 9110 §8.4, §14.1).  A copy replayed with its ``Content-Encoding`` as recorded is
@@ -51,6 +52,7 @@ __all__ = [
     "plan_ranges",
     "ranges_apply",
     "resolve_ranges",
+    "upstream_range",
 ]
 
 #: what a replayed copy that ranges apply to says (RFC 9110 §14.3)
@@ -366,6 +368,20 @@ def file_reads(pieces: Iterable[Piece], chunk: int) -> Iterator[bytes | tuple[in
             continue
         for offset in range(piece.first, piece.stop, chunk):
             yield offset, min(chunk, piece.stop - offset)
+
+
+def upstream_range(headers: Iterable[tuple[str, str]]) -> Headers:
+    """The browser's request headers as they go upstream: a ``Range`` that asks for every
+    byte (``bytes=0-``, a media element's first request) goes without it and its
+    ``If-Range``, so that the origin's answer is the whole 200 the cache records (a page's
+    first full fetch is what is served later, online and offline), which the browser gets
+    as it is (RFC 9110 §14.2: a server may ignore a Range).  Any other range goes as asked:
+    its 206 is relayed, and recorded as history, never served as the resource."""
+    headers = list(headers)
+    ranges = [v for n, v in headers if n.lower() == "range"]
+    if len(ranges) != 1 or parse_range(ranges[0]) != (RangeSpec(0, None),):
+        return headers
+    return [(n, v) for n, v in headers if n.lower() not in ("range", "if-range")]
 
 
 # --- combining partial responses (RFC 9111 §3.3, §3.4) ----------------------------------------

@@ -8,11 +8,11 @@ and that the policy says to serve (a copy not yet in memory is read into it by a
 first, as aiohttp's path would).  Anything else, from the first byte of that request on, is
 handed to aiohttp's request handler on the same connection, so every rule of the aiohttp path
 (malformed and smuggled requests refused, CONNECT, command pages, misses, revalidation,
-non-GET, ranges, WebSockets) holds unchanged: the fast path only ever answers what the aiohttp
-path would have answered the same way.  The heads are cut and read without sockets
-(:mod:`.request_head`); whether a request is answered here, with what bytes, or why aiohttp
-answers it (:class:`~.replay.ToAiohttp`) is :func:`~.replay.plan_fast_answer`'s.  This module
-carries that out on the connection.
+non-GET, multipart ranges, WebSockets) holds unchanged: the fast path only ever answers what
+the aiohttp path would have answered the same way (a single range and a 416 too).  The heads
+are cut and read without sockets (:mod:`.request_head`); whether a request is answered here,
+with what bytes, or why aiohttp answers it (:class:`~.replay.ToAiohttp`) is
+:func:`~.replay.plan_fast_answer`'s.  This module carries that out on the connection.
 
 What a memory hit repeats is kept (it costs about 29 µs of CPU where Squid spends about 39):
 request heads as parsed, by their bytes; offline, the policy's decision per copy and head;

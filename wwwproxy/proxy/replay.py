@@ -1,5 +1,6 @@
 """Answering from the cache, as data: the status line, headers and body decoding of a replay,
-shared by the aiohttp path (:mod:`.server`) and the fast front (:mod:`.front`); whether the
+shared by the aiohttp path (:mod:`.server`) and the fast front (:mod:`.front`), and the range
+of it a ``Range`` request asks for (:func:`plan_range`); whether the
 fast front may answer a request itself, and with what bytes (:func:`plan_fast_answer`), or
 why aiohttp's path answers it (:class:`ToAiohttp`); and the two checks both fronts make on
 every request."""
@@ -40,6 +41,7 @@ from ..http.policy import (
     not_modified_headers,
     replay_headers,
 )
+from ..http.ranges import RangePlan, body_parts, plan_ranges
 from ..recording.engine import PSEUDONYM
 from ..url import InvalidURL, canonicalize
 from .heads import connection_line, header_lines, http_now, sendable_headers, status_line
@@ -62,6 +64,7 @@ __all__ = [
     "modified_page",
     "page_rule",
     "plan_fast_answer",
+    "plan_range",
     "plan_replay",
     "sendable_headers",
 ]
@@ -79,6 +82,12 @@ class Replay:
     headers: Headers
     send_body: bool
     decoder: ContentDecoder | None
+
+    def ranged(self, plan: RangePlan) -> Replay:
+        """This replay as ``plan`` answers it: a 206 or 416 in its place, or the whole with
+        the plan's ``Accept-Ranges``."""
+        status, reason = (plan.status, plan.reason) if plan.ranged else (self.status, self.reason)
+        return Replay(status, reason, plan.apply(self.headers), self.send_body, self.decoder)
 
 
 def plan_replay(
@@ -137,6 +146,32 @@ def plan_replay(
     return Replay(status, reason, headers, send_body, decoder)
 
 
+def plan_range(
+    replay: Replay,
+    cached: CachedEntry,
+    method: str,
+    request_headers: Mapping[str, str],
+    *,
+    transformed: bool = False,
+) -> RangePlan | None:
+    """What of ``replay`` the request's ``Range`` and ``If-Range`` ask for
+    (:func:`~wwwproxy.http.ranges.plan_ranges`, after the 304 check as RFC 9110 §13.2.2 says);
+    None when the replay goes as it is: a 304, or a copy without a body of its own (a HEAD's,
+    a 204).  ``transformed``: the copy is rewritten on the way out (``modify_html``); a copy
+    decoded for the client is too."""
+    if replay.status == 304 or bodiless(cached):
+        return None
+    return plan_ranges(
+        request_headers.get("Range"),
+        cached.status,
+        cached.headers,
+        cached.payload_length,
+        method=method,
+        if_range=request_headers.get("If-Range"),
+        transformed=transformed or replay.decoder is not None,
+    )
+
+
 # --- the fast front's answer ------------------------------------------------------------------
 
 #: bodies up to this are joined to their head for one write; larger ones are not copied
@@ -170,6 +205,7 @@ class ToAiohttp(enum.Enum):
     SET_COOKIE = "a copy whose Set-Cookie is replayed"
     POLICY = "the policy says other than serve (fetch, revalidate, queue...)"
     DECODE = "a coding the browser does not take: decoded on the way out"
+    MULTIPART = "ranges answered as multipart/byteranges"
     FAILED = "an error in the fast path (logged)"
 
 
@@ -216,10 +252,17 @@ def plan_fast_answer(
         return ToAiohttp.SET_COOKIE  # the heads made here leave Set-Cookie out
     if action is not Action.SERVE:
         return ToAiohttp.POLICY
-    if request.conditional:  # the browser's own validators (maybe a 304): planned in full
+    if request.conditional:  # the browser's validators or range (a 304, a 206): in full
         replay = plan_replay(cached, "GET", request.headers)
         if replay.decoder is not None:
             return ToAiohttp.DECODE
+        plan = plan_range(replay, cached, "GET", request.headers)
+        if plan is not None:
+            if plan.ranged and len(plan.body) > 1:
+                return ToAiohttp.MULTIPART
+            replay = replay.ranged(plan)
+            if plan.ranged:  # one span of the body, or none (416)
+                body = b"".join(body_parts(plan.body, body))
         date = b"" if get_header(replay.headers, "Date") else b"Date: " + http_now() + b"\r\n"
         head = (
             status_line(version, replay.status, replay.reason)
@@ -280,6 +323,9 @@ class RenderedHead:
     def __init__(self, entry: CachedEntry) -> None:
         # as for a browser that takes any coding: one that does not is checked per request
         replay = plan_replay(entry, "GET", {"Accept-Encoding": "*"})
+        plan = plan_range(replay, entry, "GET", {})  # no Range: its Accept-Ranges
+        if plan is not None:
+            replay = replay.ranged(plan)
         self.status = replay.status
         self.status_reason = replay.reason
         #: the header lines before Age (which is made per answer), and after it

@@ -39,6 +39,7 @@ from ..http.policy import (
     not_modified_headers,
     request_directives,
 )
+from ..http.ranges import upstream_range
 from ..recording.engine import PSEUDONYM, Exchange, decode_headers
 from ..recording.services import Services
 from ..recording.upstream import UpstreamError
@@ -50,11 +51,13 @@ from .accesslog import LOGGED_URL, AccessLog
 from .heads import closing_answer, interim_head
 from .intercept import Interceptor
 from .pages import page_response
+from .ranged import write_pieces
 from .replay import (
     allowed_address,
     cached_keys,
     modified_page,
     page_rule,
+    plan_range,
     plan_replay,
     sendable_headers,
     url_rule,
@@ -346,7 +349,9 @@ class ProxyServer:
             url,
             key,
             request.method,
-            [(k, v) for k, v in request.headers.items() if k.lower() not in _NOT_FORWARDED],
+            upstream_range(
+                (k, v) for k, v in request.headers.items() if k.lower() not in _NOT_FORWARDED
+            ),
             body,
             request.version[:2],
             record=record,
@@ -585,6 +590,13 @@ class ProxyServer:
         if modified is None and covering is not None and covering.disable_scripts:
             # served as recorded (too large, not HTML, XHTML, SVG...): scripts stay off
             headers = [*headers, ("Content-Security-Policy", SCRIPTS_OFF_POLICY)]
+        ranges = plan_range(
+            replay, cached, request.method, request.headers, transformed=modified is not None
+        )
+        if ranges is not None:
+            headers = ranges.apply(headers)
+            if ranges.ranged:  # a 206 or 416 cut from the copy
+                status, reason = ranges.status, ranges.reason
         response = _Forwarded(status=status, reason=reason)
         for name, value in sendable_headers(headers):
             response.headers.add(name, value)
@@ -595,6 +607,16 @@ class ProxyServer:
         if send_body and modified is not None:
             with contextlib.suppress(ConnectionError):
                 await response.write(modified)
+        elif send_body and ranges is not None and ranges.ranged:
+            try:
+                await write_pieces(response, cached, ranges.body, CHUNK)
+            except ConnectionError:
+                pass
+            except (ValueError, OSError) as exc:  # as below: cut off, and seen to be
+                log.warning("cached copy of %s cut off: %s", cached.target_uri, exc)
+                if request.transport is not None:
+                    request.transport.close()
+                return response
         elif send_body:
             # from memory: all of it at once; from disk: one thread hop opens the copy and
             # reads its start (for most pages, all of it), then aiofiles reads the rest

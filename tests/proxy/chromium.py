@@ -1,0 +1,78 @@
+"""Headless Chromium for the browser tests: finding it, its flags, and running tools.
+
+Chromium comes from the Debian package ``chromium`` (``.ci/run`` installs it).  Without it a
+browser test fails, saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import pytest
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
+RUN_TIMEOUT = 60
+#: headless, and none of the browser's own services on the network
+HEADLESS_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--no-pings",
+    "--disable-domain-reliability",
+    "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,Translate,MediaRouter",
+)
+
+
+def find_chromium() -> str:
+    for name in CHROMIUM_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.fail(
+        "headless Chromium is needed for the browser test and was not found "
+        f"(looked for {', '.join(CHROMIUM_NAMES)}): install the Debian package "
+        "'chromium' (apt-get install -y chromium), as .ci/run does"
+    )
+
+
+def tool(name: str, package: str) -> str:
+    """The path of a program a browser test needs (it fails, saying so, without it)."""
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is needed for a browser test: apt-get install {package}")
+    return path
+
+
+async def run(*args: str, env: dict[str, str] | None = None) -> str:
+    """Run a program to its end (within RUN_TIMEOUT), which must succeed; its stdout."""
+    proc = await asyncio.create_subprocess_exec(
+        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), RUN_TIMEOUT)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        pytest.fail(f"{args[0]} did not finish within {RUN_TIMEOUT}s")
+    assert proc.returncode == 0, f"{args[0]} exited {proc.returncode}: {err.decode()[-2000:]}"
+    return out.decode("utf-8", "replace")
+
+
+def chromium_args(profile: Path, proxy_port: int) -> list[str]:
+    """Headless Chromium with a fresh ``profile``, sending every URL (loopback too) through the
+    proxy on ``proxy_port`` and as few requests of its own as its flags allow."""
+    return [
+        find_chromium(),
+        *HEADLESS_FLAGS,
+        f"--user-data-dir={profile}",
+        f"--proxy-server=http://127.0.0.1:{proxy_port}",
+        "--proxy-bypass-list=<-loopback>",  # proxy loopback URLs too (they bypass by default)
+    ]
