@@ -70,13 +70,15 @@ def test_fetch_a_list_file(tmp_path: Path, site: Site, capsys: pytest.CaptureFix
     cache = tmp_path / "cache"
     listing = tmp_path / "list.txt"
     listing.write_text(f"# pages\n{site.url('/a.html')}\n\n{site.url('/deep/d.html')}\n")
-    code, out, err = run(capsys, "fetch", "--cache", cache, listing)
+    saving = tmp_path / "saving.yaml"  # WWWOFFLE's saving rule: ten minutes without asking
+    saving.write_text("request_changed: 600\n")
+    code, out, err = run(capsys, "fetch", "-c", saving, "--cache", cache, listing)
     assert code == 0, err
     assert f"fetched 200 75 B {site.url('/a.html')}\n" in err  # plain lines: not a terminal
     assert "2 URLs: 2 fetched" in err
     assert sorted(site.take_hits()) == ["/a.html", "/deep/d.html"]
     # again: nothing is fetched, and it says so
-    code, out, err = run(capsys, "fetch", "--cache", cache, listing)
+    code, out, err = run(capsys, "fetch", "-c", saving, "--cache", cache, listing)
     assert code == 0
     assert "2 URLs: 0 fetched" in err and "2 already fresh" in err
     assert site.take_hits() == []

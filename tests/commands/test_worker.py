@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 
 import aiohttp
@@ -38,6 +39,8 @@ class HeldLock:
 
 async def test_stuck_pages_leave_the_proxy_serving(proxy, origin):
     store = proxy.services.store
+    # the copy is served without asking its origin (which gives it no lifetime) for ten minutes
+    proxy.services.reload(dataclasses.replace(proxy.services.config, request_changed=600))
     url = origin.url("/a.html")
     await browse(proxy, url)  # recorded
     store.memory.clear()  # the next hit is read from disk, in a worker thread
