@@ -158,7 +158,7 @@ class FastFront(asyncio.Protocol):
         self.peer = peer[0] if peer else None
         config = self.server.services.config
         refused = self.listener.caps.admit(
-            transport,  # type: ignore[arg-type]
+            transport,
             self.peer,
             config.max_connections,
             config.max_client_connections,

@@ -151,6 +151,7 @@ class ProxyServer:
             return page_response(403, "Forbidden", "This proxy does not serve your address.")
         inside = self.interceptor.target_of(request)
         if request.method == "CONNECT":
+            response: web.StreamResponse
             if inside is not None:
                 response = page_response(405, "Not allowed", "CONNECT inside a CONNECT tunnel.")
             else:
