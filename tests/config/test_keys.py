@@ -10,7 +10,7 @@ import pytest
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from wwwproxy.config import Config, parse_config, settings
+from wwwproxy.config import Config, ConfigError, parse_config, settings
 from wwwproxy.recording.services import _AT_START
 
 SHIPPED = Path(__file__).resolve().parents[2] / "conf" / "wwwproxy.yaml"
@@ -110,3 +110,24 @@ def test_listen_sets_host_and_port():
         "listen_host": "::1",
         "listen_port": 3128,
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "shared"),
+    [
+        ("", False),  # only this machine: a private cache
+        ("allowed_clients: [127.0.0.1, '::1']\n", False),
+        ("allowed_clients: [127.0.0.0/8, 192.168.1.0/24]\n", True),  # the household's too
+        ("allowed_clients: [0.0.0.0/0]\n", True),
+        ("shared_cache: true\n", True),
+        ("shared_cache: false\nallowed_clients: [10.0.0.0/8]\n", False),
+        ("shared_cache: auto\nallowed_clients: [10.0.0.0/8]\n", True),
+    ],
+)
+def test_a_cache_is_shared_when_others_may_use_it(text, shared):
+    assert parse_config(text).shared is shared
+
+
+def test_shared_cache_takes_true_false_or_auto():
+    with pytest.raises(ConfigError, match="expected true, false or auto"):
+        parse_config("shared_cache: sometimes\n")

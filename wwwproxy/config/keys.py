@@ -14,6 +14,7 @@ Everything else is derived from the declarations by :func:`settings`: the valida
 from __future__ import annotations
 
 import dataclasses
+import functools
 import ipaddress
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -346,7 +347,7 @@ class Config:
         host = f"[{self.listen_host}]" if ":" in self.listen_host else self.listen_host
         return f"{host}:{self.listen_port}"
 
-    @property
+    @functools.cached_property
     def shared(self) -> bool:
         """Is this a shared cache (RFC 9111 §3.5)?  ``shared_cache``, or with ``auto`` whether
         anyone but this machine may use the proxy (``allowed_clients`` beyond loopback)."""
