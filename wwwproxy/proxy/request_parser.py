@@ -29,6 +29,8 @@ from aiohttp.web_protocol import RequestHandler
 __all__ = ["UpgradeIgnoringParser", "head_ends", "ignore_other_upgrades"]
 
 HEAD_END = b"\r\n\r\n"
+#: first bytes of data that may end a head begun before it
+_MAY_END_A_HEAD = (b"\r", b"\n")
 
 
 def head_ends(before: bytes, data: bytes) -> Iterator[int]:
@@ -62,29 +64,40 @@ class UpgradeIgnoringParser:
         return getattr(self.parser, name)
 
     def feed_data(self, data: bytes) -> tuple[Sequence[Any], bool, bytes]:
-        ends = head_ends(self.before, data)
-        self.before = (self.before + data[-3:])[-3:]
+        before, self.before = self.before, (self.before + data[-3:])[-3:]
+        first = data.find(HEAD_END)
+        if self.body_left or -1 != first != len(data) - 4 or data[:1] in _MAY_END_A_HEAD:
+            return self._in_pieces(before, data)
+        # the usual: no head ends in data but at its end (nothing to cut)
+        messages, upgraded, tail = self.parser.feed_data(data)
+        self._note(messages)
+        return messages, upgraded, tail
+
+    def _in_pieces(self, before: bytes, data: bytes) -> tuple[Sequence[Any], bool, bytes]:
+        ends = head_ends(before, data)
         messages: list[Any] = []
         start, size = 0, len(data)
         end_of_head = next(ends, size)
         while True:
             end = min(end_of_head, start + self.body_left) if self.body_left else end_of_head
             self.body_left -= min(self.body_left, end - start)
-            got, upgraded, tail = self.parser.feed_data(
-                data if start == 0 and end == size else data[start:end]
-            )
+            got, upgraded, tail = self.parser.feed_data(data[start:end])
             messages.extend(got)
             if upgraded:  # a protocol aiohttp takes (a WebSocket, CONNECT): the rest is its
                 return messages, True, tail + data[end:]
-            for message, _ in got:
-                if message.upgrade and not message.chunked:
-                    length = message.headers.get("Content-Length", "")
-                    self.body_left = int(length) if length.isdigit() else 0
+            self._note(got)
             if end >= size:
                 return messages, False, b""
             start = end
             if end == end_of_head:
                 end_of_head = next(ends, size)
+
+    def _note(self, messages: Sequence[Any]) -> None:
+        """The body of a request that asks to upgrade is the next piece (its end, one)."""
+        for message, _ in messages:
+            if message.upgrade and not message.chunked:
+                length = message.headers.get("Content-Length", "")
+                self.body_left = int(length) if length.isdigit() else 0
 
 
 class UpgradeIgnoringServer(web.Server):
