@@ -93,7 +93,9 @@ async def test_concurrent_chunked_uploads_stay_within_the_room(tmp_path):
                     assert reply.request_info.headers.get("Transfer-Encoding") == "chunked"
                     return f"{reply.status} {await reply.text()}"
 
-            timeout = aiohttp.ClientTimeout(total=WAIT)
+            # the uploads take turns: the last waits for the others (seconds, more on a
+            # loaded machine); a hang is still an error
+            timeout = aiohttp.ClientTimeout(total=6 * WAIT)
             async with aiohttp.ClientSession(timeout=timeout) as session:
                 answers = await asyncio.gather(*(upload(session, i) for i in range(UPLOADS)))
             peak = peak_rss(served.proc.pid)
