@@ -29,6 +29,7 @@ from .http.policy import Mode
 from .proxy import front as fast_front
 from .proxy.accesslog import SHUTDOWN_TIMEOUT, AccessLogger, quiet_bad_requests
 from .proxy.front import FrontListener
+from .proxy.request_parser import ignore_other_upgrades
 from .proxy.server import ProxyServer
 from .recording.services import Services
 from .recording.wiring import (
@@ -196,6 +197,7 @@ async def start(config: Config, *, mode: Mode | None = None) -> Running:
     await runner.setup()
     # the fast front answers memory hits itself and hands every other request to aiohttp
     assert runner.server is not None  # made by setup()
+    ignore_other_upgrades(runner.server)  # (an Upgrade but WebSocket's: a plain request)
     front = FrontListener(server, runner.server)
     try:
         port = await front.start(config.listen_host, config.listen_port)

@@ -47,6 +47,13 @@ async def exchange(port: int, data: bytes) -> tuple[bytes, bool]:
     """Send ``data`` on a new connection; everything answered, and whether the proxy closed
     the connection (an end of input within QUIET of the last byte)."""
     reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 5)
+    return await exchange_on(reader, writer, data)
+
+
+async def exchange_on(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, data: bytes
+) -> tuple[bytes, bool]:
+    """Send ``data`` on an open connection, as :func:`exchange`."""
     chunks, closed = [], False
     try:
         writer.write(data)
@@ -139,6 +146,54 @@ async def test_a_memory_hit_keeps_or_closes_the_connection_as_aiohttp(
         if not answers:  # aiohttp's path refuses bytes after a close: the fast front too
             assert fast[0].startswith(b"HTTP/1.0 400 "), fast[0]
             assert front.handed[ToAiohttp.AFTER_CLOSE] == handed + 1
+
+
+H2C = "Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAA"
+#: (about, the first request's method, its lines after the request line, its body)
+UPGRADE_CASES = [
+    ("h2c", "GET", f"Host: x\r\n{H2C}", ""),
+    ("h2c, the head in two writes", "GET", f"Host: x\r\n{H2C}", None),
+    ("h2c with a body", "POST", f"Host: x\r\n{H2C}\r\nContent-Length: 3", "abc"),
+    (
+        "h2c with a chunked body",
+        "POST",
+        f"Host: x\r\n{H2C}\r\nTransfer-Encoding: chunked",
+        "3\r\nabc\r\n0\r\n\r\n",
+    ),
+    ("another protocol", "GET", "Host: x\r\nUpgrade: foo/2\r\nConnection: upgrade", ""),
+    ("Upgrade not named in Connection", "GET", "Host: x\r\nUpgrade: h2c", ""),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "lines", "body"), [c[1:] for c in UPGRADE_CASES], ids=[c[0] for c in UPGRADE_CASES]
+)
+async def test_an_upgrade_other_than_websocket_is_ignored_on_both_paths(
+    make_proxy, origin, aiohttp_port, method: str, lines: str, body: str | None
+):
+    """An ``Upgrade`` the proxy does not take (anything but a WebSocket) is ignored, as RFC
+    9110 §7.8 allows: the request is answered as a plain one and the connection goes on, so
+    a request pipelined after it is answered too, with the same bytes on both paths."""
+    proxy, url = await offline_with_copy(make_proxy, origin)
+    await proxy.get(url)  # into memory
+    direct = await aiohttp_port(proxy)
+    first = f"{method} {url} HTTP/1.1\r\n{lines}\r\n\r\n{body or ''}".encode()
+    second = f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    if body is None:  # the head's end in the second write: what the parser must join
+        answers = []
+        for port in (proxy.port, direct):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(first[:-1])
+            await writer.drain()
+            await asyncio.sleep(0.05)
+            answers.append(await exchange_on(reader, writer, first[-1:] + second))
+        fast, slow = answers
+    else:
+        fast, slow = await both_ways(proxy, direct, first + second)
+    assert fast == slow
+    assert fast[0].count(b"HTTP/1.1 ") == 2, fast[0]  # both requests answered
+    assert fast[0].rsplit(b"HTTP/1.1 ", 1)[1].startswith(b"200 OK\r\n"), fast[0]
+    assert not fast[1]  # and the connection kept
 
 
 # --- every reason the fast front leaves a request to aiohttp ----------------------------------

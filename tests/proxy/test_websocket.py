@@ -51,3 +51,18 @@ async def test_websocket_to_a_dead_origin_is_a_502(proxy, origin):
         with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
             await session.ws_connect(url, proxy=proxy.url)
     assert refused.value.status == 502
+
+
+async def test_a_message_past_websocket_max_message_closes_it_with_1009(make_proxy, origin):
+    """Messages up to ``websocket_max_message`` are relayed; a larger one closes the
+    WebSocket with 1009 (message too big)."""
+    proxy = await make_proxy(websocket_max_message=1000)
+    async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+        async with session.ws_connect(
+            origin.url("/ws").replace("http://", "ws://"), proxy=proxy.url
+        ) as ws:
+            await ws.send_bytes(b"a" * 900 + b"b")
+            assert (await ws.receive(timeout=5)).data == b"b" + b"a" * 900
+            await ws.send_bytes(b"c" * 1001)
+            closed = await ws.receive(timeout=5)
+    assert (closed.type, closed.data) == (aiohttp.WSMsgType.CLOSE, 1009)

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 
 import aiohttp
+import pytest
+
+from wwwproxy.proxy import server as server_module
+from wwwproxy.proxy.server import BodyBudget
 
 
 async def test_concurrent_large_bodies_take_turns_within_the_room(make_proxy, origin):
@@ -74,3 +79,67 @@ async def test_a_body_without_content_type_reaches_the_origin_without_one(make_p
         writer.close()
     assert echoed["body"] == "data"
     assert "content-type" not in {k.lower() for k, _ in echoed["headers"]}
+
+
+async def test_concurrent_chunked_bodies_take_turns_too(make_proxy, origin, monkeypatch):
+    """A chunked body reserves a little and grows one body at a time, each step waiting for
+    room: past the room there is at most the one body growing (chunked bodies once grew
+    without waiting, and twelve 60 MiB ones held 788 MiB)."""
+    monkeypatch.setattr(server_module, "UNKNOWN_LENGTH_ROOM", 256 * 1024)
+    proxy = await make_proxy()
+    budget = proxy.running.server.bodies
+    budget.limit = 8 * 1024 * 1024
+    size = 3 * 1024 * 1024
+    bodies = [bytes([65 + i]) * size for i in range(10)]
+
+    async def upload(session: aiohttp.ClientSession, i: int) -> bytes:
+        async def chunks() -> AsyncIterator[bytes]:
+            for start in range(0, size, 64 * 1024):
+                yield bodies[i][start : start + 64 * 1024]
+
+        async with session.post(
+            origin.url(f"/echo?n={i}"), data=chunks(), proxy=proxy.url
+        ) as reply:
+            assert reply.status == 200
+            assert reply.request_info.headers.get("Transfer-Encoding") == "chunked"
+            return (json.loads(await reply.read())["body"]).encode("latin-1")
+
+    async with proxy.session() as session:
+        echoed = await asyncio.gather(*(upload(session, i) for i in range(10)))
+    assert echoed == bodies
+    assert size <= budget.peak <= budget.limit + size
+    assert (budget.used, budget.growing, budget.waiting) == (0, None, 0)
+
+
+@pytest.mark.parametrize(
+    ("bodies", "limit"),
+    [
+        ([10] * 20, 8),  # the room full of bodies waiting to grow: the one growing goes on
+        ([3, 20, 2, 9, 1, 30], 16),
+        ([30], 8),  # one alone, past the room
+    ],
+)
+async def test_growing_bodies_never_wait_for_each_other_for_ever(
+    bodies: list[int], limit: int, monkeypatch
+):
+    """BodyBudget alone (units of one step): chunked bodies read a step at a time, each
+    growing as it must; all finish, and past the room only the one growing."""
+    monkeypatch.setattr(server_module, "UNKNOWN_LENGTH_ROOM", 1)
+    budget = BodyBudget(limit)
+    over: list[int] = []
+
+    async def read(steps: int) -> None:
+        async with budget.holding() as held:
+            await held.reserve(1)
+            for size in range(1, steps + 1):
+                await held.grow_to(size)
+                if budget.used > budget.limit:
+                    over.append(budget.used - budget.waiting - held.bytes)
+                await asyncio.sleep(0)
+            await held.read_whole()
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(asyncio.gather(*(read(n) for n in bodies)), 5)
+    assert set(over) <= {0}  # past the room: only the one growing, and those waiting
+    assert budget.peak <= limit + max(bodies)
+    assert (budget.used, budget.growing, budget.waiting) == (0, None, 0)

@@ -241,6 +241,12 @@ class Config:
         values.as_count,
         "open connections from one client address; more are answered 503 (0: no cap)",
     )
+    websocket_max_message: int = setting(
+        4 * 1024 * 1024,
+        values.as_size,
+        "bytes a WebSocket message may have, e.g. 4 MiB, either way; a larger one closes "
+        "the WebSocket with 1009 (0: no limit)",
+    )
     freshness: tuple[FreshnessRule, ...] = setting(
         (),
         values.freshness,

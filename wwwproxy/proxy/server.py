@@ -72,7 +72,7 @@ log = logging.getLogger("wwwproxy.proxy")
 CHUNK = 64 * 1024
 MAX_REQUEST_BODY = 64 * 1024 * 1024  # a request body is read whole: its archive key needs it
 REQUEST_BODIES_IN_MEMORY = 96 * 1024 * 1024  # all requests' bodies together (BodyBudget)
-UNKNOWN_LENGTH_ROOM = 8 * 1024 * 1024  # reserved for a chunked body before it is read
+UNKNOWN_LENGTH_ROOM = 1024 * 1024  # reserved for a chunked body, and each step it grows by
 _FETCHABLE = ("http", "https")
 # Request headers made anew for the upstream request: aiohttp writes Host and Content-Length,
 # and the body is already read whole, so a 100-continue expectation has been met (by aiohttp
@@ -785,8 +785,10 @@ async def _read_body(request: web.Request, held: BodyBudget.Held) -> bytes:
         size += len(chunk)
         if size > MAX_REQUEST_BODY:
             raise web.HTTPRequestEntityTooLarge(max_size=MAX_REQUEST_BODY, actual_size=size)
-        held.grow_to(size)  # a chunked body longer than its reservation: counted, no wait
+        if size > held.bytes:  # a chunked body past its room: it waits its turn to grow
+            await held.grow_to(size)
         chunks.append(chunk)
+    await held.read_whole()
     return b"".join(chunks)
 
 
@@ -822,11 +824,15 @@ def _framing_refusal(request: web.BaseRequest) -> web.Response | None:
 
 class BodyBudget:
     """Room for request bodies in memory, shared by all requests (a body is read whole: its
-    archive key and a replay's match need all of it).  A request reserves its Content-Length
-    (a chunked one :data:`UNKNOWN_LENGTH_ROOM`) before reading any of it, and waits (TCP holds
-    the sender back) until there is room; one alone may use more than the room, up to
-    :data:`MAX_REQUEST_BODY`.  Ten 60 MB uploads at once so take turns instead of holding
-    1.5 GB."""
+    archive key and a replay's match need all of it).
+
+    A request reserves its Content-Length (a chunked one :data:`UNKNOWN_LENGTH_ROOM`) before
+    reading any of it, and waits (TCP holds the sender back) until there is room; one alone
+    may use more than the room, up to :data:`MAX_REQUEST_BODY`.  A chunked body longer than
+    its reservation grows one body at a time, by that much at a time, each step waiting for
+    room; the one growing waits for no body that waits for its turn (else the room could be
+    full of them), so past the room there is only ever that one body.  Ten 60 MB uploads at
+    once so take turns instead of holding 1.5 GB, whatever their framing."""
 
     class Held:
         """What one request holds; given back when its exchange is done."""
@@ -840,22 +846,27 @@ class BodyBudget:
             await self.budget._take(size)
             self.bytes += size
 
-        def grow_to(self, size: int) -> None:
+        async def grow_to(self, size: int) -> None:
+            """Wait for room for ``size`` bytes in all, this body's turn to grow first."""
             if size > self.bytes:
-                self.budget._grow(size - self.bytes)
-                self.bytes = size
+                await self.budget._grow(self, max(size - self.bytes, UNKNOWN_LENGTH_ROOM))
+
+        async def read_whole(self) -> None:
+            """The body is read: the next one may grow."""
+            await self.budget._grown(self)
 
         async def __aenter__(self) -> BodyBudget.Held:
             return self
 
         async def __aexit__(self, *exc: object) -> None:
-            await self.budget._give(self.bytes)
-            self.bytes = 0
+            await self.budget._give(self)
 
     def __init__(self, limit: int = REQUEST_BODIES_IN_MEMORY) -> None:
         self.limit = limit
         self.used = 0
         self.peak = 0  # the most held at once (tests, benchmarks)
+        self.growing: BodyBudget.Held | None = None  # the chunked body growing now
+        self.waiting = 0  # bytes held by bodies waiting for their turn to grow
         self._changed = asyncio.Condition()
 
     def holding(self) -> BodyBudget.Held:
@@ -864,17 +875,41 @@ class BodyBudget:
     async def _take(self, size: int) -> None:
         async with self._changed:
             await self._changed.wait_for(lambda: self.used == 0 or self.used + size <= self.limit)
-            self.used += size
-            self.peak = max(self.peak, self.used)
+            self._add(size)
 
-    def _grow(self, size: int) -> None:
+    async def _grow(self, held: BodyBudget.Held, size: int) -> None:
+        async with self._changed:
+            if self.growing is not held:
+                self.waiting += held.bytes
+                self._changed.notify_all()  # the body growing may wait for this one no more
+                try:
+                    await self._changed.wait_for(lambda: self.growing is None)
+                finally:
+                    self.waiting -= held.bytes
+                self.growing = held
+            await self._changed.wait_for(
+                lambda: self.used + size <= self.limit or self.used - held.bytes <= self.waiting
+            )
+            self._add(size)
+            held.bytes += size
+
+    def _add(self, size: int) -> None:
         self.used += size
         self.peak = max(self.peak, self.used)
 
-    async def _give(self, size: int) -> None:
-        if size:
+    async def _grown(self, held: BodyBudget.Held) -> None:
+        if self.growing is held:
             async with self._changed:
-                self.used -= size
+                self.growing = None
+                self._changed.notify_all()
+
+    async def _give(self, held: BodyBudget.Held) -> None:
+        if held.bytes or self.growing is held:
+            async with self._changed:
+                self.used -= held.bytes
+                held.bytes = 0
+                if self.growing is held:
+                    self.growing = None
                 self._changed.notify_all()
 
 

@@ -1,5 +1,7 @@
 """WebSocket upgrades relayed both ways while online (plain http and inside intercepted
-tunnels).  Messages are not recorded: a conversation is not a resource to replay."""
+tunnels).  Messages are not recorded: a conversation is not a resource to replay.  Each is
+read whole before it is passed on, so each is bounded (``websocket_max_message``): a larger
+one closes both sides with 1009 (message too big)."""
 
 from __future__ import annotations
 
@@ -51,12 +53,13 @@ async def relay_websocket(
     address = (
         f"http://{url.hostport}{path}" if proxy is not None and url.proto == "http" else target
     )
+    largest = services.config.websocket_max_message  # aiohttp's max_msg_size (0: no limit)
     try:
         upstream = await services.engine.session.ws_connect(
             YURL(address, encoded=True),  # as given: yarl must not requote
             protocols=protocols,
             headers=headers,
-            max_msg_size=0,
+            max_msg_size=largest,
             heartbeat=None,
             **via,
         )
@@ -72,7 +75,7 @@ async def relay_websocket(
             f"{html.escape(reason)}.",
         )
     browser = web.WebSocketResponse(
-        protocols=[upstream.protocol] if upstream.protocol else (), max_msg_size=0
+        protocols=[upstream.protocol] if upstream.protocol else (), max_msg_size=largest
     )
     try:
         await browser.prepare(request)
@@ -98,12 +101,17 @@ async def _pump(
     source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
     sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
 ) -> None:
+    code = None
     async for message in source:
         if message.type == aiohttp.WSMsgType.TEXT:
             await sink.send_str(message.data)
         elif message.type == aiohttp.WSMsgType.BINARY:
             await sink.send_bytes(message.data)
         else:
+            if isinstance(message.data, aiohttp.WebSocketError):
+                # why the source was closed (1009: a message too big), passed on as it is:
+                # its close code is 1006 by now (aiohttp's, closing after a broken frame)
+                code = message.data.code
             break
     with contextlib.suppress(Exception):
-        await sink.close(code=source.close_code or aiohttp.WSCloseCode.OK)
+        await sink.close(code=code or source.close_code or aiohttp.WSCloseCode.OK)
