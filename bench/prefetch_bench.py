@@ -5,7 +5,7 @@ The site is the Python 3.11 documentation from Debian's ``python3.11-doc`` (``ap
 -y python3.11-doc``: /usr/share/doc/python3.11/html; ``--root`` for another tree), served by
 nginx on 127.0.0.1.  Issue 11's target: wwwproxy at least twice as fast as wget.
 
-example output: see the README's Benchmarks section (figures change with the code).
+example output: see docs/performance.md (figures change with the code).
 
 What one run does, all on 127.0.0.1, in a temporary directory removed afterwards:
 

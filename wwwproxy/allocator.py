@@ -3,12 +3,10 @@ back to the system.
 
 glibc gives each thread that allocates an arena of its own (up to eight per core).  The worker
 threads that read copies from disk and record pages each take and free page-sized buffers in
-theirs, and the free space left behind stays in the process: in an hour-long soak, sixteen
-arenas held about 200 MiB for about 120 MiB of live objects, and the process's memory crept up
-by a megabyte a minute without any object being kept.  Two arenas (``M_ARENA_MAX``) and a
-``malloc_trim`` every few seconds keep it flat (a trim of a 200 MiB heap takes about half a
-millisecond).  The threads mostly wait for the GIL or for I/O, so fewer arenas cost no
-measurable contention.
+theirs, and the free space left behind stays in the process: with many arenas the process's memory
+creeps up over hours without any object being kept.  Two arenas (``M_ARENA_MAX``) and a
+``malloc_trim`` every few seconds (a cheap call) keep it flat.  The threads mostly wait for
+the GIL or for I/O, so fewer arenas cost no measurable contention.
 
 glibc also raises its mmap threshold (from 128 KiB up to 32 MiB) each time a block that big is
 freed; after that, big buffers (a body spooled in memory, a large read) are carved out of the

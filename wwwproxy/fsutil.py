@@ -161,10 +161,10 @@ class GroupSync:
     share one flush: the first becomes the leader and flushes what all the waiting writers
     named, each file and folder once (a folder that got two new files, the index journal that
     eight writers appended to); when that is more than :data:`SYNCFS_OVER` paths, it flushes
-    the whole file system of ``root`` with one ``syncfs(2)`` instead (measured here: 8 new
-    files and their folder in 4-7 ms against 20-33 ms for 9 fsyncs; for one or two files an
-    fsync each is quicker), unless much is dirty on the machine (:func:`use_syncfs`: syncfs
-    waits for everything dirty on the file system, other programs' writes too)."""
+    the whole file system of ``root`` with one ``syncfs(2)`` instead (quicker than an fsync
+    each for many paths; for one or two files an fsync each is quicker), unless much is dirty
+    on the machine (:func:`use_syncfs`: syncfs waits for everything dirty on the file system,
+    other programs' writes too)."""
 
     def __init__(self, root: str | os.PathLike[str], *, use_syncfs: bool = True) -> None:
         self.root = os.fspath(root)

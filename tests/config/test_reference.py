@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 from wwwproxy.config import settings
+from wwwproxy.config.load import parse_config
 from wwwproxy.config.reference import reference
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,3 +45,28 @@ def test_the_generator_command_writes_the_reference():
         cwd=ROOT,
     )
     assert out.stdout == reference()
+
+
+def test_the_committed_reference_documents_exactly_the_declared_keys():
+    documented = re.findall(r"(?m)^## `([a-z_]+)`$", DOCS.read_text(encoding="utf-8"))
+    declared = list(settings())
+    assert sorted(set(declared) - set(documented)) == [], "declared but not in the reference"
+    assert sorted(set(documented) - set(declared)) == [], "in the reference but unknown"
+    assert documented == declared
+
+
+def readme_configuration_section() -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    return readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_configuration_section_names_only_known_keys():
+    section = readme_configuration_section()
+    known = set(settings())
+    examples = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    assert examples, "the section shows an example"
+    for example in examples:
+        parse_config(example, "README.md")  # known keys, valid values: else ConfigError
+    named = set(re.findall(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)*)`", section))
+    assert len(named) >= 10
+    assert sorted(named - known) == [], "unknown keys named in the README's configuration"

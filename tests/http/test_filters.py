@@ -310,7 +310,7 @@ def test_verdicts_are_remembered_and_bounded() -> None:
 def test_a_large_blocklist_is_looked_up_by_sets() -> None:
     """100,000 blocklist lines become dict entries probed by the URL host's suffixes, never a
     pattern per entry to try in turn (the load time and a hit's cost are measured by hand:
-    see the README's Filters section)."""
+    see docs/filters.md)."""
     lines = [f"0.0.0.0 ads{i}.tracker{i % 97}.example" for i in range(50_000)]
     lines += [f"||net{i}.example^" for i in range(50_000)]
     blocklist = parse_blocklist(lines, "big.txt")

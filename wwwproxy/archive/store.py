@@ -1,7 +1,7 @@
 """The cache facade: put, get, list, delete and purge exchanges by canonical URL and archive
 key; listeners (:class:`StoreListener`: the full-text search index) hear of every put and delete.
 
-Layout (shared/DESIGN.md): ``<root>/<proto>/<host[:port]>/<hash>.warc.gz`` holds one archive
+Layout: ``<root>/<proto>/<host[:port]>/<hash>.warc.gz`` holds one archive
 key's records, newest last; ``<root>/index/`` holds the CDXJ index.  Serving needs no global
 index (URL -> file -> newest record), but uses it: the newest lines of a key say where the
 served capture is, so a lookup and a capture read two or three records, not a file that grows
@@ -315,7 +315,7 @@ class Store:
         or what it points at is not what it says: then the whole file is read.
 
         A page fetched again and again holds a capture per fetch; reading them all on every
-        hit and every capture made each cost more than the one before (1.4 ms at 15)."""
+        hit and every capture would make each cost more than the one before."""
         try:
             st = os.stat(path)
             place = place_served(

@@ -1,5 +1,5 @@
 """The crawler's link extraction in a helper process (:class:`LinkHelper`): reading a page for
-its links is pure Python that holds the GIL (about 3.5 ms of a 100 KB page), as much as
+its links is pure Python that holds the GIL, as long as
 fetching and recording it; in a helper process (:mod:`wwwproxy.archive.search.helper`) it runs
 on another core beside them.  The same function (:func:`~.bodies.page_links`) reads the page
 there or, when the helper cannot, here.

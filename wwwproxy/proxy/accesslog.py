@@ -42,8 +42,8 @@ class AccessLog:
     log lines (``<time> aiohttp.access INFO <client> "<method> <URL>" <status> <bytes>
     <seconds>s <X-Cache>``), buffered and written at least once a second and at exit.
 
-    A ``logging`` call per request cost as much as the rest of a cached answer (16 µs against
-    under 1 µs for a buffered line), so the lines bypass ``logging`` on their way to the
+    A ``logging`` call per request costs as much as the rest of a cached answer, many times a
+    buffered line, so the lines bypass ``logging`` on their way to the
     stream; the ``aiohttp.access`` logger's level still says whether they are written."""
 
     def __init__(self, stream: TextIO | None = None) -> None:

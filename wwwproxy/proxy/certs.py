@@ -517,7 +517,10 @@ Firefox (it keeps its own list of authorities)
 
 Chromium and Google Chrome on Linux (they use the NSS database in ~/.pki/nssdb)
   sudo apt install libnss3-tools
+  mkdir -p ~/.pki/nssdb
+  test -e ~/.pki/nssdb/cert9.db || certutil -N -d sql:$HOME/.pki/nssdb --empty-password
   certutil -d sql:$HOME/.pki/nssdb -A -t "C,," -n wwwproxy -i {cert}
+  (the second line creates the database on an account where Chromium has never run)
   then restart the browser. Or: Settings -> Privacy and security -> Security ->
   Manage certificates, and import the file as a trusted authority.
 

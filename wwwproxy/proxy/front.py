@@ -1,20 +1,21 @@
 """The fast front: cache hits answered in microseconds, everything else handed to aiohttp.
 
-aiohttp's server spends about 100 µs on a request before any of ours runs, which caps a cached
-1 KB page far below Squid.  This :class:`asyncio.Protocol` reads each request head itself (with
-``httptools``, the parser uvicorn uses) and answers at once, with one write, a request that is
-a plain GET (no body, no upgrade, not for the proxy itself) whose copy is in the memory cache
-and that the policy says to serve (a copy not yet in memory is read into it by a worker thread
-first, as aiohttp's path would).  Anything else, from the first byte of that request on, is
-handed to aiohttp's request handler on the same connection, so every rule of the aiohttp path
-(malformed and smuggled requests refused, CONNECT, command pages, misses, revalidation,
-non-GET, multipart ranges, WebSockets) holds unchanged: the fast path only ever answers what
-the aiohttp path would have answered the same way (a single range and a 416 too).  The heads
-are cut and read without sockets (:mod:`.request_head`); whether a request is answered here,
-with what bytes, or why aiohttp answers it (:class:`~.replay.ToAiohttp`) is
-:func:`~.replay.plan_fast_answer`'s.  This module carries that out on the connection.
+aiohttp's server spends more on a request before any of ours runs than answering a cached small
+page takes, which caps how many such pages a second it can serve.  This
+:class:`asyncio.Protocol` reads each request head itself (with ``httptools``, the parser
+uvicorn uses) and answers at once, with one write, a request that is a plain GET (no body, no
+upgrade, not for the proxy itself) whose copy is in the memory cache and that the policy says
+to serve (a copy not yet in memory is read into it by a worker thread first, as aiohttp's path
+would).  Anything else, from the first byte of that request on, is handed to aiohttp's request
+handler on the same connection, so every rule of the aiohttp path (malformed and smuggled
+requests refused, CONNECT, command pages, misses, revalidation, non-GET, multipart ranges,
+WebSockets) holds unchanged: the fast path only ever answers what the aiohttp path would have
+answered the same way (a single range and a 416 too).  The heads are cut and read without
+sockets (:mod:`.request_head`); whether a request is answered here, with what bytes, or why
+aiohttp answers it (:class:`~.replay.ToAiohttp`) is :func:`~.replay.plan_fast_answer`'s.  This
+module carries that out on the connection.
 
-What a memory hit repeats is kept (it costs about 29 µs of CPU where Squid spends about 39):
+What a memory hit repeats is kept, so that a hit costs little more than its write:
 request heads as parsed, by their bytes; offline, the policy's decision per copy and head;
 the answer head and a small body joined, once a second.  Each is tested equal to making it
 anew.

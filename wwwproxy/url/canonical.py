@@ -1,4 +1,4 @@
-"""WWWOFFLE-style URL canonicalization (the contract: shared/specs/canonical-url-rules.md).
+"""WWWOFFLE-style URL canonicalization (the contract: docs/specs/canonical-url-rules.md).
 
 One canonical URL per resource is what makes the cache work: it is what we hash into the cache
 file name, what the archive records as the target URI and what the index shows (upstream goes

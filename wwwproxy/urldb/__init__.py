@@ -1,4 +1,4 @@
-"""The URL database: a directory of per-domain YAML files (shared/specs/urldb-format.txt)."""
+"""The URL database: a directory of per-domain YAML files (docs/specs/urldb-format.txt)."""
 
 from wwwproxy.urldb.db import Entry, URLDatabase, canonical_host, normalize_path, parse_db_url
 from wwwproxy.urldb.format import DomainFile, DomainMeta, Record, URLDBError, check_path

@@ -1,4 +1,4 @@
-"""One domain file of the URL database (the contract: shared/specs/urldb-format.txt).
+"""One domain file of the URL database (the contract: docs/specs/urldb-format.txt).
 
 A domain file is a multi-document YAML file: a metadata document, then one record document
 per URL, sorted by ``_path``.  The files are meant to be kept under version control and edited

@@ -65,7 +65,7 @@ from .read import (
 
 __all__ = ["INDEX_NAME", "JOURNAL_NAME", "Index", "IndexFile", "append_journal"]
 
-log = logging.getLogger(__package__)  # the logger of the whole CDXJ layer, as before the split
+log = logging.getLogger(__package__)  # the logger of the whole CDXJ layer
 
 INDEX_NAME = "index.cdxj"
 JOURNAL_NAME = "journal.cdxj"

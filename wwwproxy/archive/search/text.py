@@ -164,8 +164,8 @@ def extract_text(document: str, mime: str = "text/html") -> tuple[str, str]:
     """``(title, visible text)`` of a page, whitespace collapsed and capped.
 
     Regular expressions rather than an HTML parser: for search text they agree on real pages
-    and are about ten times faster, which matters because every recorded page goes through
-    here (a 100 KB page took 10 ms with ``html.parser``), and the few pages of a result list
+    and are much faster, which matters because every recorded page goes through
+    here, and the few pages of a result list
     go through here again for their snippets."""
     if mime == "text/plain":
         return "", clean(document[: MAX_TEXT * 2])[:MAX_TEXT]

@@ -1,9 +1,9 @@
 """A page's search text (:func:`page_text`), made in a helper process (:class:`TextHelper`).
 
 Extracting a page's visible text and counting its ranking terms is pure Python that holds the
-GIL: about 4 ms of a 100 KB page, as much as the rest of recording and crawling it.  In the
-process that records, it took turns with the crawler on one core; in a helper process
-(:mod:`.helper`) it runs on another core beside it.  The same function makes the text there
+GIL, as long as the rest of recording and crawling it.  In the process that records, it
+would take turns with the crawler on one core; in a helper process (:mod:`.helper`) it runs on
+another core beside it.  The same function makes the text there
 or, when the helper cannot, here.
 """
 

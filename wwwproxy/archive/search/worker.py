@@ -372,9 +372,8 @@ class IndexWorker:
 
         A search waits for the pages recorded before it, not for an empty queue: while pages
         keep being recorded the queue is seldom empty, and a search that waited for that
-        took its whole time-out (2 s), holding one of the command pages' threads; at 30
-        pages recorded a second, 46 minutes into ``bench/soak.py --pages 20000``, they piled
-        up until command pages timed out (30 s)."""
+        would take its whole time-out, holding one of the command pages' threads, until
+        such waits piled up and command pages timed out."""
         deadline = time.monotonic() + timeout
         with self._progress:
             self._waiters += 1

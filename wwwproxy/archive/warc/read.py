@@ -66,7 +66,7 @@ __all__ = [
     "response_at",
 ]
 
-log = logging.getLogger(__package__)  # the logger of the whole WARC layer, as before the split
+log = logging.getLogger(__package__)  # the logger of the whole WARC layer
 
 _OUT_CHUNK = 64 * 1024  # most decompressed bytes produced at a time (bounds gzip bombs)
 _MAX_WARC_HEAD = 1024 * 1024
@@ -523,11 +523,11 @@ def newest_response(
     is missing is reported and skipped, so an older full response may be returned. A missing
     file gives None.
 
-    The file's members are framed first (inflated, not parsed: about 18 µs each), and records
+    The file's members are framed first (inflated, not parsed: framing is cheap), and records
     are parsed and checked only as they are needed, newest first: the newest capture, the
     request beside it, a revisit's original.  A page fetched again and again holds a capture
-    per fetch, and parsing every one of them on each hit and each capture (70-100 µs each)
-    made the proxy slower with each (1.4 ms at 15 captures).  Damage in records never parsed
+    per fetch, and parsing every one of them on each hit and each capture would make the
+    proxy slower with each.  Damage in records never parsed
     is not reported here (``index check`` and ``read_records`` see it).
     """
     spath = os.fspath(path)

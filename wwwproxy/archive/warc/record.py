@@ -123,8 +123,8 @@ def _decode_digest(value: str | None) -> tuple[str, bytes] | None:
     """``algo:value`` (base32, hex or base64, as WARC writers use) to (hashlib name, raw).
 
     The form every record of ours has (``sha1:`` and 32 base32 digits) is decoded as one base
-    32 number: ``base64.b32decode`` is written in Python and took 9 µs, and a disk hit checks
-    up to six digests."""
+    32 number: ``base64.b32decode`` is written in Python and slow for this, and a disk hit
+    checks up to six digests."""
     if not value or ":" not in value:
         return None
     algo, _, text = value.partition(":")

@@ -2,7 +2,7 @@
 
 Each record (serialised by :mod:`.build` as warcio's ``WARCWriter`` would) goes into a gzip
 member compressed here fast (ISA-L's deflate, see :data:`COMPRESS_LEVEL`), not at warcio's level
-9: on text, level 9 measured ~2.6 MB/s against ~33 MB/s for level 6 at nearly the same size. The
+9: on text, level 9 is many times slower than level 6 for nearly the same size. The
 members of one exchange are written with one
 ``write`` when they are small. An exclusive ``flock`` serialises appends; a torn tail left by a
 crash is cut off (or, if it is not gzip at all, quarantined) before writing, and a failed append
@@ -36,17 +36,15 @@ except ImportError:  # pragma: no cover
 
 __all__ = ["COMPRESS_LEVEL", "FileEnd", "append_exchange", "repair_file"]
 
-log = logging.getLogger(__package__)  # the logger of the whole WARC layer, as before the split
+log = logging.getLogger(__package__)  # the logger of the whole WARC layer
 
-#: gzip level of a record's member: 3, not zlib's default 6, for a fifth of the recording
-#: process's CPU (a crawl of the Python docs: 3.77 s -> 3.01 s) against a seventh more bytes
-#: (8.8 -> 9.9 MiB); level 1 saved little more (2.93 s) for a quarter more bytes (10.8 MiB)
+#: gzip level of a record's member: 3, not zlib's default 6, for a good part of the recording
+#: process's CPU against a few more bytes; level 1 saves little more CPU for many more bytes
 COMPRESS_LEVEL = 3
 #: ... and a member that is deflated at all is deflated by ISA-L at its level 2 where it is
-#: installed: on the Python docs (64 MiB) 0.14 s of CPU against zlib's 0.61 s at level 3, for
-#: 4 % more bytes (14.3 MiB against 13.8); ISA-L's level 3 took 0.41 s, its level 1 0.14 s for
-#: 14.4 MiB.  Level 0 (a payload compressed already) stays zlib's stored blocks: ISA-L's
-#: level 0 still deflates.
+#: installed: a fraction of zlib's CPU at level 3 for a few per cent more bytes (its level 1
+#: costs as much for more bytes, its level 3 more CPU).  Level 0 (a payload compressed
+#: already) stays zlib's stored blocks: ISA-L's level 0 still deflates.
 _ISAL_LEVEL = 2
 _HELD = 256 * 1024  # compressed bytes held before they are written out
 
