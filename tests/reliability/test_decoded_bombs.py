@@ -6,8 +6,9 @@ the proxy to 2.16 GB: the whole page was decoded in one buffer before a byte was
 ``wwwproxy serve`` runs in a process of its own; a bomb of 256 MiB of spaces (a few hundred
 bytes of ``br``, a few KB of ``gzip, gzip``) is recorded through a miss and then served
 decoded.  The proxy's peak RSS (``VmHWM`` in /proc) stays far below the page's size, the
-browser gets the decoded bytes up to ``max_decoded_size`` and then a cut-off answer, and a
-browser that leaves early leaves the proxy small."""
+browser gets the decoded bytes up to ``max_decoded_size`` and then a cut-off answer (through
+the proxy and on its ``/cache/`` page alike), and a browser that leaves early leaves the proxy
+small."""
 
 from __future__ import annotations
 
@@ -16,12 +17,14 @@ import functools
 import gzip
 import resource
 from pathlib import Path
+from urllib.parse import quote
 
 import aiohttp
 import brotli
 import pytest
 from aiohttp import web
 
+from ..proxy.conftest import serving as serving_app
 from .test_fd_limits import WAIT, Served, listening, serving
 
 BOMB = 256 * 1024 * 1024  # bytes of spaces each bomb decodes to
@@ -61,14 +64,8 @@ async def bomb_origin():
 
     app = web.Application()
     app.router.add_get("/{coding}", page)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
-    finally:
-        await runner.cleanup()
+    async with serving_app(app) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def bomb_proxy(tmp_path: Path, settings: str = ""):
@@ -98,27 +95,30 @@ async def recorded(served: Served, url: str, coding: str) -> None:
 
 
 async def read_decoded(
-    served: Served, url: str, accept: str, stop_after: int | None = None
-) -> tuple[int, bool]:
-    """GET ``url`` from the cache with ``Accept-Encoding: accept``: how many bytes came (all
-    spaces), and whether the answer ended whole.  With ``stop_after``, the browser leaves
-    once that many have come."""
-    received, whole = 0, False
+    served: Served, url: str, accept: str, stop_after: int | None = None, *, page: bool = False
+) -> tuple[int, bytes, bool]:
+    """GET ``url`` from the cache with ``Accept-Encoding: accept`` (``page``: the proxy's own
+    ``/cache/`` page of it): how many bytes came, those that are not spaces, and whether the
+    answer ended whole.  With ``stop_after``, the browser leaves once that many have come."""
+    received, marks, whole = 0, bytearray(), False
+    target = f"{served.url}/cache/?url={quote(url, safe='')}" if page else url
+    proxy = None if page else served.url
     async with session() as client:
-        async with client.get(url, proxy=served.url, headers={"Accept-Encoding": accept}) as r:
+        async with client.get(target, proxy=proxy, headers={"Accept-Encoding": accept}) as r:
             assert (r.status, r.headers.get("X-Cache")) == (200, "HIT")
             assert "Content-Encoding" not in r.headers
             try:
                 async for chunk in r.content.iter_chunked(1024 * 1024):
-                    assert chunk.count(SPACE) == len(chunk)
+                    if chunk.count(SPACE) != len(chunk):
+                        marks += chunk.replace(b" ", b"")
                     received += len(chunk)
                     if stop_after is not None and received >= stop_after:
                         r.close()  # the browser leaves
-                        return received, False
+                        return received, bytes(marks), False
                 whole = True
             except aiohttp.ClientPayloadError:
                 whole = False
-    return received, whole
+    return received, bytes(marks), whole
 
 
 async def test_a_br_bomb_decodes_in_pieces_up_to_max_decoded_size(tmp_path, bomb_origin):
@@ -128,11 +128,15 @@ async def test_a_br_bomb_decodes_in_pieces_up_to_max_decoded_size(tmp_path, bomb
         url = bomb_origin + "/br"
         await recorded(served, url, "br")
         # a browser on plain http: no br
-        received, whole = await read_decoded(served, url, "gzip, deflate")
+        proxied = await read_decoded(served, url, "gzip, deflate")
+        # the /cache/ page: decoded for its <base> (put first: this page has no <head>)
+        page = await read_decoded(served, url, "gzip, deflate", page=True)
         peak = memory(served.proc.pid, "VmHWM")
     print(f"peak RSS {peak / 2**20:.0f} MiB")
     assert peak < PEAK_LIMIT, f"the proxy's peak RSS was {peak / 2**20:.0f} MiB"
-    assert (received, whole) == (bound, False)  # the bytes up to the bound, then cut off
+    assert proxied == (bound, b"", False)  # the bytes up to the bound, then cut off
+    base = f'<base href="{url}">'.encode()
+    assert page == (bound + len(base), base.replace(b" ", b""), False)
     log = served.log.read_text()
     assert "cut off" in log and "max_decoded_size" in log, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
@@ -143,11 +147,11 @@ async def test_a_double_gzip_bomb_streams_whole_within_the_default_bound(tmp_pat
         await listening(served)
         url = bomb_origin + "/gzip-gzip"
         await recorded(served, url, "gzip, gzip")
-        received, whole = await read_decoded(served, url, "identity")  # wget, or curl
+        received, marks, whole = await read_decoded(served, url, "identity")  # wget, curl
         peak = memory(served.proc.pid, "VmHWM")
     print(f"peak RSS {peak / 2**20:.0f} MiB")
     assert peak < PEAK_LIMIT, f"the proxy's peak RSS was {peak / 2**20:.0f} MiB"
-    assert (received, whole) == (BOMB, True)  # 256 MiB is within the default 1 GiB
+    assert (received, marks, whole) == (BOMB, b"", True)  # within the default 1 GiB
     assert "Traceback" not in served.log.read_text()
 
 
@@ -157,7 +161,7 @@ async def test_a_browser_leaving_a_bomb_early_leaves_the_proxy_small(tmp_path, b
         url = bomb_origin + "/br"
         await recorded(served, url, "br")
         for _ in range(2):  # twice: the second must not start from a grown process
-            received, _ = await read_decoded(served, url, "gzip, deflate", 10 * 1024 * 1024)
+            received, *_ = await read_decoded(served, url, "gzip, deflate", 10 * 1024 * 1024)
             assert received >= 10 * 1024 * 1024
         await asyncio.sleep(0.5)  # the proxy notices the browsers have gone
         peak, now = memory(served.proc.pid, "VmHWM"), memory(served.proc.pid, "VmRSS")

@@ -31,7 +31,7 @@ PIECE = 64 * 1024  # most bytes one stage hands on at a time (and :meth:`Content
 
 class DecodedTooLarge(ValueError):
     """The decoded body goes on past the ``max_size`` it may have (a decompression bomb, or a
-    page larger than ``max_decoded_size``)."""
+    page larger than the configuration's ``max_decoded_size``, which its message names)."""
 
 
 def _codings(content_encoding: str | None) -> list[str]:
@@ -94,7 +94,9 @@ class ContentDecoder:
         """The next at most :data:`PIECE` decoded bytes; empty when the input put so far gives
         no more (or the limit is reached).  DecodedTooLarge once past ``max_size``."""
         if self._over:
-            raise DecodedTooLarge(f"the decoded body is larger than {self._max_size} bytes")
+            raise DecodedTooLarge(
+                f"the decoded body is larger than {self._max_size} bytes (max_decoded_size)"
+            )
         if self.full:
             return b""
         n = PIECE if self._left is None else min(PIECE, self._left)

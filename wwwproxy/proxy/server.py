@@ -25,7 +25,6 @@ from ..archive.errors import StoreError
 from ..archive.outgoing import QueuedRequest
 from ..archive.store import CachedEntry
 from ..fsutil import read_chunks
-from ..http.content import DecodedTooLarge
 from ..http.filters import EMPTY_GIF, Replacement, Treatment, replacement_for
 from ..http.headers import Headers, add_via, end_to_end, get_header, set_header
 from ..http.modify_html import SCRIPTS_OFF_POLICY, modified_headers
@@ -642,8 +641,7 @@ class ProxyServer:
                 # a coded copy that does not decode or decodes past max_decoded_size, or a file
                 # removed (purged) meanwhile: the answer is cut off, so the browser sees it
                 # incomplete (its Content-Length, or no last chunk)
-                why = f"{exc} (max_decoded_size)" if isinstance(exc, DecodedTooLarge) else exc
-                log.warning("cached copy of %s cut off: %s", cached.target_uri, why)
+                log.warning("cached copy of %s cut off: %s", cached.target_uri, exc)
                 if request.transport is not None:
                     request.transport.close()
                 return response
