@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 from array import array
 from datetime import UTC, datetime
 from urllib.parse import quote
 
+import aiohttp
 import pytest
 
 from wwwproxy.commands.history import annotate_html, parse_when
@@ -92,6 +94,43 @@ async def test_gzip_capture_is_decoded_for_the_banner_and_kept_for_raw(client, p
     ) as resp:
         assert resp.headers["Content-Encoding"] == "gzip"
         assert gzip.decompress(await resp.read()) == body
+
+
+def _large_page() -> bytes:
+    """HTML whose ``<body>`` starts past the first MiB, and that decodes to 3 MiB."""
+    rows = b"".join(b"<p>row %07d</p>\n" % i for i in range(220_000))
+    return b"<html><head><title>L</title>" + b" " * 1_100_000 + b"</head><body>" + rows
+
+
+async def test_a_large_coded_capture_is_decoded_whole_and_annotated_as_one(client, proxy):
+    body = _large_page()
+    headers = [("Content-Type", "text/html"), ("Content-Encoding", "gzip")]
+    put(proxy.services.store, "http://large.example/", gzip.compress(body), T1, headers)
+    u = quote("http://large.example/", safe="")
+    async with client.session.get(client.url(f"/cache/?url={u}"), **client._kw({})) as resp:
+        assert resp.status == 200 and "Content-Encoding" not in resp.headers
+        served = await resp.read()
+    history = client.base + "/history/?url=" + u
+    assert served == annotate_html(body, "http://large.example/", T1, history)
+    assert b"archived copy of" not in served  # its <body> is past where the banner is put
+
+
+async def test_a_coded_capture_is_cut_off_past_max_decoded_size(client, proxy, caplog):
+    services = proxy.services
+    services.reload(dataclasses.replace(services.config, max_decoded_size=2_000_000))
+    body = _large_page()
+    headers = [("Content-Type", "text/html"), ("Content-Encoding", "gzip")]
+    put(services.store, "http://bomb.example/", gzip.compress(body), T1, headers)
+    u = quote("http://bomb.example/", safe="")
+    received = b""
+    with pytest.raises(aiohttp.ClientPayloadError):  # no last chunk: not a whole answer
+        async with client.session.get(client.url(f"/cache/?url={u}"), **client._kw({})) as resp:
+            assert resp.status == 200
+            async for chunk in resp.content.iter_any():
+                received += chunk
+    base = b'<base href="http://bomb.example/">'
+    assert received == body[:12] + base + body[12:2_000_000]  # the bytes up to the bound
+    assert "larger than 2000000 bytes (max_decoded_size)" in caplog.text
 
 
 async def test_a_capture_too_large_for_memory_is_streamed_whole(client, proxy):

@@ -10,8 +10,17 @@ from collections.abc import Callable
 
 import brotli
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from wwwproxy.http.content import ContentDecoder, charset_param, decode_content, decodes
+from wwwproxy.http.content import (
+    PIECE,
+    ContentDecoder,
+    DecodedTooLarge,
+    charset_param,
+    decode_content,
+    decodes,
+)
 
 DATA = b"<a href='/x'>x</a> hello " * 1000
 
@@ -102,6 +111,84 @@ def test_a_decompression_bomb_stays_small(coding: str, encode: Callable[[bytes],
         tracemalloc.stop()
     assert out == streamed == b"\0" * limit
     assert peak < 2 * 1024 * 1024  # never the 10 MB
+
+
+def _read_out(decoder: ContentDecoder, encoded: bytes, step: int) -> list[bytes]:
+    """The pieces :meth:`ContentDecoder.read` gives for ``encoded`` put ``step`` bytes at a
+    time, as a server writes them."""
+    pieces = []
+    for i in range(0, len(encoded), step):
+        decoder.put(encoded[i : i + step])
+        while piece := decoder.read():
+            pieces.append(piece)
+    while piece := decoder.read():
+        pieces.append(piece)
+    decoder.end()
+    return pieces
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    data=st.binary(max_size=3000)
+    | st.builds(lambda b, n: b * n, st.binary(min_size=1, max_size=50), st.integers(1, 9000)),
+    coding=st.sampled_from(range(len(ENCODINGS))),
+    step=st.integers(1, 5000),
+)
+def test_pieces_equal_one_shot_decoding(data: bytes, coding: int, step: int) -> None:
+    name, encode = ENCODINGS[coding]
+    encoded = encode(data)
+    pieces = _read_out(ContentDecoder(name, max_size=len(data)), encoded, step)
+    assert b"".join(pieces) == decode_content(encoded, name, 1 << 30) == data
+    assert all(0 < len(p) <= PIECE for p in pieces)
+
+
+@pytest.mark.parametrize(("coding", "encode"), ENCODINGS, ids=IDS)
+def test_max_size_gives_the_bytes_up_to_it_then_raises(
+    coding: str | None, encode: Callable[[bytes], bytes]
+) -> None:
+    encoded = encode(DATA)
+    for max_size in (0, 1, len(DATA) - 1):
+        decoder = ContentDecoder(coding, max_size=max_size)
+        decoder.put(encoded)
+        out = b""
+        with pytest.raises(DecodedTooLarge, match=f"larger than {max_size} bytes"):
+            while piece := decoder.read():
+                out += piece
+            decoder.end()
+        assert out == DATA[:max_size]
+    # exactly the bound, or more room: no error
+    for max_size in (len(DATA), len(DATA) + 1):
+        assert _streamed(ContentDecoder(coding, max_size=max_size), encoded, 999) == DATA
+
+
+@pytest.mark.parametrize(
+    ("coding", "encode"),
+    [
+        ("br", brotli.compress),
+        ("gzip, gzip", lambda d: gzip.compress(gzip.compress(d))),
+        ("gzip, br", lambda d: brotli.compress(gzip.compress(d))),
+    ],
+)
+def test_a_bomb_read_in_pieces_holds_one_piece_at_a_time(
+    coding: str, encode: Callable[[bytes], bytes]
+) -> None:
+    """Without a limit, the whole of a bomb's output comes out, one piece in memory at once."""
+    size = 32 * 1024 * 1024
+    bomb = encode(b" " * size)
+    decoder = ContentDecoder(coding)
+    tracemalloc.start()
+    try:
+        decoder.put(bomb)
+        total = 0
+        while piece := decoder.read():
+            assert len(piece) <= PIECE
+            total += len(piece)
+        decoder.end()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert total == size
+    assert peak < 2 * 1024 * 1024  # never the 32 MB
 
 
 @pytest.mark.parametrize(

@@ -16,8 +16,10 @@ one-line banner; ``raw=1`` serves the payload exactly as stored.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 from datetime import UTC, datetime
+from typing import BinaryIO, NamedTuple
 
 import aiohttp
 from aiohttp import web
@@ -25,7 +27,7 @@ from aiohttp import web
 from ..archive.cdxj import CDXJError, CDXJRecord, normalize_timestamp
 from ..archive.served import CachedEntry, served_record
 from ..fsutil import read_chunks
-from ..http.content import decode_content
+from ..http.content import ContentDecoder, DecodedTooLarge
 from ..url import URL, surt
 from .context import Context, PageError
 from .template import esc, fmt_time, href, link, table
@@ -33,8 +35,13 @@ from .worker import in_worker, page_executor
 
 __all__ = ["annotate_html", "cached", "page", "parse_when"]
 
+log = logging.getLogger(__name__)
+
 CHUNK = 64 * 1024
-MAX_ANNOTATE = 8 * 1024 * 1024
+MAX_ANNOTATE = 8 * 1024 * 1024  # larger HTML captures are served as stored
+#: decoded bytes of a page that :func:`annotate_html` looks at (its ``<head>`` in the first
+#: 64 KiB, its ``<body>`` in the first MiB): annotating them alone gives the same page
+ANNOTATED_START = 1024 * 1024
 _WAYBACK_DEFAULT = "00000101000000"
 _KEEP_HEADERS = frozenset(
     {"content-type", "content-encoding", "content-language", "last-modified", "etag", "date"}
@@ -206,42 +213,75 @@ async def cached(ctx: Context) -> web.StreamResponse:
     headers = {n: v for n, v in entry.headers if n.lower() in _KEEP_HEADERS}
     content_type = next((v for n, v in entry.headers if n.lower() == "content-type"), "")
     encoding = next((v for n, v in entry.headers if n.lower() == "content-encoding"), None)
-    body: bytes | None = None
-    if (
-        not ctx.flag("raw")
-        and content_type.split(";", 1)[0].strip().lower() in ("text/html", "application/xhtml+xml")
-        and entry.payload_length <= MAX_ANNOTATE
-        and "utf-16" not in content_type.lower()
-    ):
-        body = await in_worker(_annotated, ctx, entry, url, encoding)
-        if body is not None:
-            headers = {n: v for n, v in headers.items() if n.lower() != "content-encoding"}
-    headers.update(
-        {
-            "X-Cache": "HIT",
-            "X-Wwwproxy-Capture": entry.date.astimezone(UTC).isoformat(),
-            "Content-Security-Policy": _SANDBOX,
-            "X-Content-Type-Options": "nosniff",
-            "Cache-Control": "no-store",
-        }
-    )
-    if body is not None:
-        return web.Response(status=entry.status, reason=entry.reason, body=body, headers=headers)
-    response = web.StreamResponse(status=entry.status, reason=entry.reason, headers=headers)
-    response.content_length = entry.payload_length
-    await response.prepare(request)
-    if request.method != "HEAD":
-        stream = await in_worker(entry.open_body)
-        try:
-            async with contextlib.aclosing(read_chunks(stream, CHUNK, page_executor())) as chunks:
-                async for chunk in chunks:
-                    await response.write(chunk)
-        except (ConnectionResetError, aiohttp.ClientConnectionResetError):
-            return response
-        finally:
-            stream.close()
+    stream = await in_worker(entry.open_body)
+    decoded: _Annotated | None = None
+    try:
+        if (
+            not ctx.flag("raw")
+            and content_type.split(";", 1)[0].strip().lower()
+            in ("text/html", "application/xhtml+xml")
+            and entry.payload_length <= MAX_ANNOTATE
+            and "utf-16" not in content_type.lower()
+        ):
+            decoded = await in_worker(_annotated_start, ctx, entry, url, encoding, stream)
+            if decoded is not None:
+                headers = {n: v for n, v in headers.items() if n.lower() != "content-encoding"}
+            else:  # served as stored after all: from its start
+                stream.close()
+                stream = await in_worker(entry.open_body)
+        headers.update(
+            {
+                "X-Cache": "HIT",
+                "X-Wwwproxy-Capture": entry.date.astimezone(UTC).isoformat(),
+                "Content-Security-Policy": _SANDBOX,
+                "X-Content-Type-Options": "nosniff",
+                "Cache-Control": "no-store",
+            }
+        )
+        response = web.StreamResponse(status=entry.status, reason=entry.reason, headers=headers)
+        if decoded is None:
+            response.content_length = entry.payload_length
+        await response.prepare(request)
+        if request.method != "HEAD":
+            try:
+                await _write_body(response, stream, decoded)
+            except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+                return response
+            except ValueError as exc:  # not what it says, or past max_decoded_size: cut off
+                log.warning("cached copy of %s cut off: %s", url.file, exc)
+                if request.transport is not None:
+                    request.transport.close()
+                return response
+    finally:
+        stream.close()
     await response.write_eof()
     return response
+
+
+class _Annotated(NamedTuple):
+    """An HTML capture served decoded: its start with the ``<base>`` and the banner in, and
+    the decoder the rest of it goes through."""
+
+    start: bytes
+    decoder: ContentDecoder
+
+
+async def _write_body(
+    response: web.StreamResponse, stream: BinaryIO, decoded: _Annotated | None
+) -> None:
+    """The rest of ``stream`` to the browser as stored, or decoded a piece at a time (each
+    written, as the browser reads, before the next is decoded); ValueError if it does not
+    decode or decodes to more than ``max_decoded_size``."""
+    if decoded is not None:
+        await response.write(decoded.start)
+        for piece in decoded.decoder.pieces(b""):  # the rest of what the start's input gives
+            await response.write(piece)
+    async with contextlib.aclosing(read_chunks(stream, CHUNK, page_executor())) as chunks:
+        async for chunk in chunks:
+            for piece in decoded.decoder.pieces(chunk) if decoded else (chunk,):
+                await response.write(piece)
+    if decoded is not None:
+        decoded.decoder.end()
 
 
 def _own_origin(ctx: Context) -> str:
@@ -256,12 +296,24 @@ def _own_origin(ctx: Context) -> str:
     return str(origin)
 
 
-def _annotated(ctx: Context, entry: CachedEntry, url: URL, encoding: str | None) -> bytes | None:
-    with entry.open_body() as stream:
-        raw = stream.read(MAX_ANNOTATE + 1)
+def _annotated_start(
+    ctx: Context, entry: CachedEntry, url: URL, encoding: str | None, stream: BinaryIO
+) -> _Annotated | None:
+    """Decode the start of an HTML capture from ``stream`` (all that :func:`annotate_html`
+    looks at) and annotate it; None if it cannot be decoded (then it is served as stored)."""
+    max_size = ctx.services.config.max_decoded_size or None
+    start = bytearray()
     try:
-        data = decode_content(raw, encoding, MAX_ANNOTATE * 4)
+        decoder = ContentDecoder(encoding, max_size=max_size)
+        with contextlib.suppress(DecodedTooLarge):  # the rest raises it again: cut off there
+            while len(start) < ANNOTATED_START:
+                if piece := decoder.read():
+                    start += piece
+                elif chunk := stream.read(CHUNK):
+                    decoder.put(chunk)
+                else:
+                    break
     except ValueError:
-        return None  # an encoding we cannot undo: serve it as stored
+        return None  # an encoding we cannot undo, or not what it says: serve it as stored
     history = _own_origin(ctx) + href("/history/", {"url": url.file})
-    return annotate_html(data, url.canonical, entry.date, history)
+    return _Annotated(annotate_html(bytes(start), url.canonical, entry.date, history), decoder)

@@ -190,6 +190,12 @@ class Config:
         values.as_bool,
         "send a copy's recorded Set-Cookie when serving it from the cache (true/false)",
     )
+    max_decoded_size: int = setting(
+        1024**3,
+        values.as_size,
+        "bytes a cached copy decoded for a browser that does not take its Content-Encoding may "
+        "have, e.g. 1 GiB; past it the answer is cut off (a decompression bomb; 0: no limit)",
+    )
     request_changed: int = setting(
         0,
         values.as_whole_seconds,

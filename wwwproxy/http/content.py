@@ -3,21 +3,35 @@
 One decoder for everything that reads a stored body: :class:`ContentDecoder` undoes ``gzip``
 (``x-gzip``), ``deflate`` (zlib-wrapped, or raw as some servers send it) and ``br``, several in a
 row, piece by piece.  With a ``limit`` it stops once that many decoded bytes are out and never
-holds much more than that, so a small decompression bomb cannot fill memory.
+holds much more than that, so a small decompression bomb cannot fill memory; a body served
+decoded is read out of it in pieces of at most :data:`PIECE` bytes (:meth:`ContentDecoder.read`),
+each written before the next is decoded, and ``max_size`` cuts it off with
+:class:`DecodedTooLarge`.
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 
 import brotli
 
-__all__ = ["ContentDecoder", "charset_param", "decode_content", "decodes"]
+__all__ = [
+    "PIECE",
+    "ContentDecoder",
+    "DecodedTooLarge",
+    "charset_param",
+    "decode_content",
+    "decodes",
+]
 
 CODINGS = frozenset({"gzip", "x-gzip", "deflate", "br"})  # what ContentDecoder undoes
-_CHUNK = 64 * 1024  # most bytes one stage hands on at a time
-# brotli >= 1.2 can bound its output per call; older versions decode each piece in full
-_BROTLI_BOUNDED = hasattr(brotli.Decompressor, "can_accept_more_data")
+PIECE = 64 * 1024  # most bytes one stage hands on at a time (and :meth:`ContentDecoder.read`)
+
+
+class DecodedTooLarge(ValueError):
+    """The decoded body goes on past the ``max_size`` it may have (a decompression bomb, or a
+    page larger than the configuration's ``max_decoded_size``, which its message names)."""
 
 
 def _codings(content_encoding: str | None) -> list[str]:
@@ -39,48 +53,91 @@ class ContentDecoder:
     raises ValueError from ``feed`` or ``flush``.  A truncated stream gives what it holds;
     bytes after the end of a gzip or deflate stream are ignored (after br, an error).  With
     ``limit``, at most that many decoded bytes come out in all; once they have
-    (:attr:`full`), input is ignored."""
+    (:attr:`full`), input is ignored.  With ``max_size``, the bytes up to it come out and then
+    :meth:`read` (or ``feed``, ``flush``) raises :class:`DecodedTooLarge` if there are more.
 
-    def __init__(self, content_encoding: str | None, limit: int | None = None) -> None:
+    Two ways to use it: ``feed``/``flush`` return all the output the input gives (bounded by
+    ``limit``), or ``put`` the input, ``read`` pieces of at most :data:`PIECE` bytes until
+    one is empty, and after the last input, ``end``: the output is made only as it is read."""
+
+    def __init__(
+        self,
+        content_encoding: str | None,
+        limit: int | None = None,
+        *,
+        max_size: int | None = None,
+    ) -> None:
         self._stages: list[_Stage] = []
         for coding in _codings(content_encoding):
             if coding not in CODINGS:
                 raise ValueError(f"unknown content encoding {coding!r}")
             self._stages.append(_Brotli() if coding == "br" else _Zlib(coding))
         self._left = limit
+        self._max_size = max_size
+        self._out = 0  # bytes read out so far
+        self._over = False  # max_size is reached and there is more
         self._raw = b""
         self._pos = 0
+        self._held = b""  # output decoded but not read yet
 
     @property
     def full(self) -> bool:
         """The limit has been reached: nothing more will come out."""
         return self._left is not None and self._left <= 0
 
-    def feed(self, data: bytes) -> bytes:
-        if self.full:
-            return b""
-        self._raw, self._pos = self._raw[self._pos :] + data, 0
-        return self._drain()
+    def put(self, data: bytes) -> None:
+        """More of the encoded body, decoded as :meth:`read` asks."""
+        if not self.full:
+            self._raw, self._pos = self._raw[self._pos :] + data, 0
 
-    def flush(self) -> bytes:
+    def read(self) -> bytes:
+        """The next at most :data:`PIECE` decoded bytes; empty when the input put so far gives
+        no more (or the limit is reached).  DecodedTooLarge once past ``max_size``."""
+        if self._over:
+            raise DecodedTooLarge(
+                f"the decoded body is larger than {self._max_size} bytes (max_decoded_size)"
+            )
         if self.full:
             return b""
-        out = self._drain()
+        n = PIECE if self._left is None else min(PIECE, self._left)
+        piece = self._held or self._pull(len(self._stages) - 1, n)
+        piece, self._held = piece[:n], piece[n:]  # a stage may give a little more than asked
+        if self._left is not None:
+            self._left -= len(piece)
+        if self._max_size is not None and self._out + len(piece) > self._max_size:
+            self._over = True
+            piece = piece[: self._max_size - self._out]
+            if not piece:
+                return self.read()  # raises
+        self._out += len(piece)
+        return piece
+
+    def pieces(self, data: bytes) -> Iterator[bytes]:
+        """``put`` ``data``, then :meth:`read` its pieces, each decoded only when the one before
+        has been taken: a server writes (and drains) one before the next is made."""
+        self.put(data)
+        while piece := self.read():
+            yield piece
+
+    def end(self) -> None:
+        """No more input: ValueError if the stream so far cannot be the whole of one (a
+        deflate body too short to tell its kind); call after :meth:`read` gave empty."""
         if not self.full:
             for stage in self._stages:
                 stage.end()
+
+    def feed(self, data: bytes) -> bytes:
+        self.put(data)
+        return self._drain()
+
+    def flush(self) -> bytes:
+        out = self._drain()
+        self.end()
         return out
 
     def _drain(self) -> bytes:
         out = bytearray()
-        while not self.full:
-            n = _CHUNK if self._left is None else min(_CHUNK, self._left)
-            piece = self._pull(len(self._stages) - 1, n)
-            if not piece:
-                break
-            if self._left is not None:
-                piece = piece[: self._left]
-                self._left -= len(piece)
+        while piece := self.read():
             out += piece
         return bytes(out)
 
@@ -96,7 +153,7 @@ class ContentDecoder:
             out = stage.read(n)
             if out:
                 return out
-            more = self._pull(i - 1, _CHUNK)
+            more = self._pull(i - 1, PIECE)
             if not more:
                 return b""
             stage.put(more)
@@ -166,9 +223,6 @@ class _Brotli(_Stage):
             self._in = b""
             return b""
         try:
-            if not _BROTLI_BOUNDED:
-                data, self._in = self._in, b""
-                return self._d.process(data) if data else b""
             data = b""
             if self._in and self._d.can_accept_more_data():
                 data, self._in = self._in, b""

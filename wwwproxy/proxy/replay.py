@@ -98,11 +98,13 @@ def plan_replay(
     stale: str | None = None,
     now: datetime | None = None,
     set_cookie: bool = False,
+    max_decoded_size: int = 0,
 ) -> Replay:
     """The answer from the cache (the aiohttp path and the fast front share it): recorded
     end-to-end headers, ``Age``, ``X-Cache: HIT``, ``Via``; a decoded copy for a client without
-    the coding; a 304 when the browser's own validators match (RFC 9111 §4.3.2).  The
-    recorded ``Set-Cookie`` only with ``set_cookie`` (``replay_set_cookie``)."""
+    the coding (at most ``max_decoded_size`` bytes of it, 0: no limit); a 304 when the
+    browser's own validators match (RFC 9111 §4.3.2).  The recorded ``Set-Cookie`` only with
+    ``set_cookie`` (``replay_set_cookie``)."""
     now = now or datetime.now(UTC)
     headers = replay_headers(cached.headers, set_cookie=set_cookie)
     recorded_length = get_header(cached.headers, "Content-Length")
@@ -116,7 +118,7 @@ def plan_replay(
     ):
         # Vary: Accept-Encoding: this client cannot take the coded copy: decode it on the
         # way out (a different representation, so its ETag becomes weak)
-        decoder = ContentDecoder(coding)
+        decoder = ContentDecoder(coding, max_size=max_decoded_size or None)
         headers = [(n, v) for n, v in headers if n.lower() != "content-encoding"]
         etag = get_header(headers, "ETag")
         if etag and not etag.startswith("W/"):

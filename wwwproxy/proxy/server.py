@@ -576,6 +576,7 @@ class ProxyServer:
             request.headers,
             stale=stale,
             set_cookie=self.config.replay_set_cookie,
+            max_decoded_size=self.config.max_decoded_size,
         )
         status, reason, headers = replay.status, replay.reason, replay.headers
         send_body, decoder = replay.send_body, replay.decoder
@@ -627,15 +628,19 @@ class ProxyServer:
                     stream, chunk = await asyncio.to_thread(_open_and_read, cached)
                     rest = None if stream is None else read_chunks(stream, CHUNK)
                 while chunk:
-                    await response.write(decoder.feed(chunk) if decoder else chunk)
+                    # decoded: a piece at a time, each written (as the browser reads) before
+                    # the next is decoded, so a small bomb never fills memory
+                    for piece in decoder.pieces(chunk) if decoder else (chunk,):
+                        await response.write(piece)
                     chunk = b"" if rest is None else await anext(rest, b"")
                 if decoder is not None:
-                    await response.write(decoder.flush())
+                    decoder.end()
             except ConnectionError:
                 pass
             except (ValueError, OSError) as exc:
-                # a coded copy that does not decode, or a file removed (purged) meanwhile: the
-                # answer is cut off, so the browser sees it incomplete (its Content-Length)
+                # a coded copy that does not decode or decodes past max_decoded_size, or a file
+                # removed (purged) meanwhile: the answer is cut off, so the browser sees it
+                # incomplete (its Content-Length, or no last chunk)
                 log.warning("cached copy of %s cut off: %s", cached.target_uri, exc)
                 if request.transport is not None:
                     request.transport.close()
