@@ -246,10 +246,41 @@ def cmd_control(args: argparse.Namespace) -> int:
     return 0
 
 
+def _test_cert(host: str, directory: Path) -> int:
+    """``wwwproxy ca --test-cert HOST``: a self-signed certificate and key for a local HTTPS
+    test server, in ``directory``, and how to use them."""
+    from ..proxy.certs import CertificateError, local_server_help, self_signed_certificate
+
+    try:
+        cert, key = self_signed_certificate(host)
+    except CertificateError as exc:
+        print(f"wwwproxy ca --test-cert: {exc}", file=sys.stderr)
+        return 2
+    stem = host.strip("[]").replace(":", "_")
+    cert_path = (directory / f"{stem}.cert.pem").absolute()
+    key_path = (directory / f"{stem}.key.pem").absolute()
+    try:
+        for path, data in ((cert_path, cert), (key_path, key)):
+            with open(path, "xb") as file:  # never over a file someone may still use
+                file.write(data)
+    except OSError as exc:
+        print(
+            f"wwwproxy ca --test-cert: {exc.filename}: {exc.strerror}"
+            + (" (remove it first to make a new one)" if isinstance(exc, FileExistsError) else ""),
+            file=sys.stderr,
+        )
+        return 2
+    print(local_server_help(host.strip("[]"), cert_path, key_path))
+    return 0
+
+
 def cmd_ca(args: argparse.Namespace) -> int:
-    """Print the local CA's certificate (made on first use), or how to trust it."""
+    """Print the local CA's certificate (made on first use), or how to trust it; or make a
+    test server's certificate (--test-cert)."""
     from ..proxy.certs import CertificateAuthority, CertificateError, install_help
 
+    if args.test_cert is not None:
+        return _test_cert(args.test_cert, Path(args.out))
     try:
         root = _cache_dir(args)
         directory = root / "certificates"
@@ -323,6 +354,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--install-help",
         action="store_true",
         help="print how to make Firefox, Chromium, curl and the system trust it",
+    )
+    ca.add_argument(
+        "--test-cert",
+        metavar="HOST",
+        help="instead, write a self-signed certificate and key for an HTTPS test server at "
+        "HOST (a name or an IP address) into --out, and print how to serve with them and "
+        "make wwwproxy trust them (upstream_ca)",
+    )
+    ca.add_argument(
+        "--out", metavar="DIR", default=".", help="where --test-cert writes (default: here)"
     )
     ca.set_defaults(func=cmd_ca)
 
