@@ -91,6 +91,22 @@ def test_the_checkout_configuration_comes_first_then_the_users(
     assert load_config(user).cache == Path("/srv/mine")  # a named cache wins anywhere
 
 
+def test_the_shipped_file_copied_for_a_user_keeps_the_cache_in_theirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shipped file names no cache: ./cache in the checkout, and the user's cache
+    directory when copied to ~/.config (not ./cache wherever serve is started)."""
+    monkeypatch.chdir(ROOT)
+    assert load_config().cache == Path("cache")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache-home"))
+    user = tmp_path / "config" / "wwwproxy" / "wwwproxy.yaml"
+    user.parent.mkdir(parents=True)
+    user.write_text((ROOT / "conf" / "wwwproxy.yaml").read_text())
+    assert load_config().cache == tmp_path / "cache-home" / "wwwproxy"
+
+
 def test_every_key_parses() -> None:
     config = parse_config(
         """
