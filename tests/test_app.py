@@ -34,9 +34,12 @@ async def test_the_host_summaries_are_counted_at_start(tmp_path):
         await running.stop()
 
 
-def test_the_start_line_says_which_configuration_was_read(tmp_path):
+def test_the_start_line_says_which_configuration_was_read(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     assert config_read(Config()) == (
-        "no configuration file (conf/wwwproxy.yaml not found): the defaults"
+        f"no configuration file (neither {tmp_path}/conf/wwwproxy.yaml nor "
+        f"{tmp_path}/xdg/wwwproxy/wwwproxy.yaml): the defaults"
     )
     path = tmp_path / "my.yaml"
     path.write_text("mode: offline\n")

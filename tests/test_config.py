@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from wwwproxy.config import Config, ConfigError, load_config, parse_config, parse_hostport
+from wwwproxy.config import (
+    Config,
+    ConfigError,
+    config_candidates,
+    default_cache,
+    load_config,
+    parse_config,
+    parse_hostport,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,10 +30,81 @@ def test_shipped_config_loads_and_is_safe() -> None:
 
 
 def test_defaults_without_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside a checkout and without a user configuration: the defaults, the cache in the
+    user's cache directory (not in whatever directory the command was started in)."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache-home"))
     config = load_config()
-    assert config == Config()
+    assert config == Config(cache=tmp_path / "cache-home" / "wwwproxy")
     assert config.listen == "127.0.0.1:8080"
+
+
+@pytest.mark.parametrize(
+    ("environ", "config_file", "cache_outside"),
+    [
+        ({"HOME": "/home/u"}, "/home/u/.config/wwwproxy/wwwproxy.yaml", "/home/u/.cache/wwwproxy"),
+        (
+            {"HOME": "/home/u", "XDG_CONFIG_HOME": "/etc/x", "XDG_CACHE_HOME": "/var/c"},
+            "/etc/x/wwwproxy/wwwproxy.yaml",
+            "/var/c/wwwproxy",
+        ),
+        # the XDG rule: a relative (or empty) value is ignored
+        (
+            {"HOME": "/home/u", "XDG_CONFIG_HOME": "rel", "XDG_CACHE_HOME": ""},
+            "/home/u/.config/wwwproxy/wwwproxy.yaml",
+            "/home/u/.cache/wwwproxy",
+        ),
+    ],
+)
+def test_where_the_configuration_and_cache_are_looked_for(
+    environ: dict[str, str], config_file: str, cache_outside: str
+) -> None:
+    assert config_candidates(environ) == [Path("conf/wwwproxy.yaml"), Path(config_file)]
+    assert default_cache(False, environ) == Path(cache_outside)
+    assert default_cache(True, environ) == Path("cache")
+
+
+def test_the_checkout_configuration_comes_first_then_the_users(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache-home"))
+    user = tmp_path / "config" / "wwwproxy" / "wwwproxy.yaml"
+    user.parent.mkdir(parents=True)
+    user.write_text("mode: offline\n")
+    config = load_config()
+    # the user's file, and a cache it does not name in the user's cache directory
+    assert (config.source, config.mode) == (str(user), "offline")
+    assert config.cache == tmp_path / "cache-home" / "wwwproxy"
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "wwwproxy.yaml").write_text("mode: autodial\n")
+    config = load_config()
+    # a checkout: its file, its ./cache
+    assert (config.source, config.mode, config.cache) == (
+        "conf/wwwproxy.yaml",
+        "autodial",
+        Path("cache"),
+    )
+    user.write_text("cache: /srv/mine\n")
+    assert load_config(user).cache == Path("/srv/mine")  # a named cache wins anywhere
+
+
+def test_the_shipped_file_copied_for_a_user_keeps_the_cache_in_theirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shipped file names no cache: ./cache in the checkout, and the user's cache
+    directory when copied to ~/.config (not ./cache wherever serve is started)."""
+    monkeypatch.chdir(ROOT)
+    assert load_config().cache == Path("cache")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache-home"))
+    user = tmp_path / "config" / "wwwproxy" / "wwwproxy.yaml"
+    user.parent.mkdir(parents=True)
+    user.write_text((ROOT / "conf" / "wwwproxy.yaml").read_text())
+    assert load_config().cache == tmp_path / "cache-home" / "wwwproxy"
 
 
 def test_every_key_parses() -> None:

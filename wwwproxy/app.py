@@ -11,6 +11,7 @@ import errno
 import logging
 import resource
 import signal
+import socket
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,7 +24,7 @@ from .archive.purge import Limits, purge_loop
 from .archive.store import Store
 from .commands import handle_command
 from .commands.listing import list_hosts, release_idle
-from .config import DEFAULT_CONFIG_PATH, Config, ConfigError, load_config
+from .config import Config, ConfigError, config_candidates, load_config
 from .fetch.monitor import monitor_loop, monitor_path
 from .http.policy import Mode
 from .proxy import front as fast_front
@@ -38,7 +39,7 @@ from .recording.wiring import (
     open_services,
 )
 
-__all__ = ["Running", "build_services", "open_services", "serve", "start"]
+__all__ = ["CannotListen", "Running", "build_services", "open_services", "serve", "start"]
 
 log = logging.getLogger("wwwproxy")
 
@@ -153,12 +154,44 @@ class Running:
             await asyncio.to_thread(search.close)
 
 
+class CannotListen(OSError):
+    """The listening address is taken or not allowed (nothing was made)."""
+
+    def __init__(self, address: str, exc: OSError) -> None:
+        super().__init__(exc.errno, f"cannot listen on {address}: {exc.strerror or exc}")
+        self.address = address
+
+
 def config_read(config: Config) -> str:
     """Which configuration file is in force, for the start-up line: a person who edited a
     file that was not read learns it at once."""
     if config.source == Config.source:
-        return f"no configuration file ({DEFAULT_CONFIG_PATH} not found): the defaults"
-    return f"configuration {config.source}"
+        looked = " nor ".join(str(path.absolute()) for path in config_candidates())
+        return f"no configuration file (neither {looked}): the defaults"
+    return f"configuration {Path(config.source).absolute()}"
+
+
+def check_listen(host: str, port: int) -> None:
+    """Bind the listening address once and let it go, so that a busy port is reported before
+    anything is made (the cache directory); :class:`CannotListen` if it is taken."""
+    if port == 0:
+        return
+    try:
+        found = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+        for family, kind, proto, _, address in found:  # each address, as asyncio binds them
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                probe.bind(address)
+    except OSError as exc:
+        raise CannotListen(_address(host, port), exc) from exc
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 async def _warm_host_summaries(store: Store) -> None:
@@ -201,9 +234,9 @@ async def start(config: Config, *, mode: Mode | None = None) -> Running:
     front = FrontListener(server, runner.server)
     try:
         port = await front.start(config.listen_host, config.listen_port)
-    except OSError:
+    except OSError as exc:
         await runner.cleanup()
-        raise
+        raise CannotListen(_address(config.listen_host, config.listen_port), exc) from exc
     if config.listen_port == 0:
         services.listening_on(port)
     services.start_sessions()  # an online session starts now if the mode is connected
@@ -255,6 +288,7 @@ async def serve(
     limit_arenas()  # before the worker threads allocate: memory stays flat for months
     fix_mmap_threshold()
     config = load()
+    check_listen(config.listen_host, config.listen_port)
     config.cache.mkdir(parents=True, exist_ok=True)
     raise_open_files_limit()
     running = await start(config, mode=mode)
@@ -269,12 +303,12 @@ async def serve(
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
 
-    def reload() -> None:
+    def reload() -> str | None:
         try:
             new = load()
         except ConfigError as exc:
             log.error("config not reloaded, keeping the old one:\n%s", exc)
-            return
+            return f"not reloaded, the old configuration stays:\n{exc}"
         if (new.listen_host, new.listen_port, new.cache) != (
             config.listen_host,
             config.listen_port,
@@ -285,17 +319,19 @@ async def serve(
             services.reload(new)
         except ValueError as exc:
             log.error("config not reloaded, keeping the old one: %s", exc)
-            return
+            return f"not reloaded, the old configuration stays: {exc}"
         log.info("configuration reloaded from %s (mode stays %s)", new.source, services.mode)
+        return None
 
+    services.reread_config = reload
     loop.add_signal_handler(signal.SIGHUP, reload)
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
     log.info(
-        "wwwproxy listening on %s (mode %s, cache %s, %s)",
+        "wwwproxy listening on %s (mode %s, cache directory %s, %s)",
         services.config.listen,
         services.mode.value,
-        config.cache,
+        config.cache.absolute(),
         config_read(config),
     )
     if on_ready is not None:

@@ -314,6 +314,34 @@ def test_ca_with_a_broken_key_says_so_and_keeps_the_file(tmp_path, capsys):
     assert key.read_bytes() == b"not a key"
 
 
+def test_ca_test_cert_writes_a_certificate_and_key_and_says_how_to_use_them(
+    tmp_path, capsys, monkeypatch
+):
+    from cryptography import x509
+
+    from wwwproxy.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["ca", "--test-cert", "127.0.0.1", "--out", "certs"]) == 2  # no such directory
+    assert "certs/127.0.0.1.cert.pem: No such file or directory" in capsys.readouterr().err
+    (tmp_path / "certs").mkdir()
+    assert main(["ca", "--test-cert", "127.0.0.1", "--out", "certs"]) == 0
+    out = capsys.readouterr().out
+    cert, key = tmp_path / "certs" / "127.0.0.1.cert.pem", tmp_path / "certs" / "127.0.0.1.key.pem"
+    assert x509.load_pem_x509_certificate(cert.read_bytes()).subject.rfc4514_string() == (
+        "O=wwwproxy test server,CN=127.0.0.1"
+    )
+    assert key.stat().st_mode & 0o777 == 0o600
+    assert f"upstream_ca: {cert}" in out and "python3 -c" in out
+    assert not (tmp_path / "cache").exists()  # the proxy's own CA is not touched
+    # never over an existing file (a running test server may use it)
+    before = cert.read_bytes()
+    assert main(["ca", "--test-cert", "127.0.0.1", "--out", "certs"]) == 2
+    assert "remove it first" in capsys.readouterr().err
+    assert cert.read_bytes() == before
+    assert main(["ca", "--test-cert", "no host"]) == 2
+
+
 #: what only ``wwwproxy serve`` needs: the proxy's server and pages, and ``cryptography`` for
 #: its HTTPS certificates (about 0.2 s of imports before a crawl's first fetch)
 SERVE_ONLY = ("wwwproxy.app", "wwwproxy.commands", "wwwproxy.proxy.server", "cryptography")

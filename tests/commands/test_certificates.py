@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from cryptography import x509
 
 
@@ -27,3 +29,15 @@ async def test_certificate_page_serves_pem_der_and_the_steps(client, proxy, visi
     for path in ("/certificates/", "/certificates/?format=key", "/certificates/?format=json"):
         _, body, _ = await client.get(path)
         assert "PRIVATE KEY" not in body and key not in body
+
+
+async def test_certificate_page_wraps_its_long_lines(client):
+    """The steps hold long commands and paths: they wrap instead of making the page scroll
+    sideways (every <pre> on the page is wrapped by the pages' style)."""
+    _, text, _ = await client.get("/certificates/")
+    assert "<pre>" in text
+    style = re.search(r"<style>(.*?)</style>", text, re.S)
+    assert style is not None
+    rule = re.search(r"(?:^|[}\s])pre\{([^}]*)\}", style.group(1))
+    assert rule is not None and "white-space:pre-wrap" in rule.group(1)
+    assert "overflow-wrap:anywhere" in rule.group(1)

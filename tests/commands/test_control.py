@@ -76,6 +76,23 @@ async def test_bad_mode_and_action(client, proxy):
     assert proxy.services.mode is Mode.ONLINE
 
 
+async def test_reload_rereads_the_configuration_as_serve_set_it_up(client, proxy):
+    """``action=reload`` calls what ``wwwproxy serve`` registered (its SIGHUP reload; the
+    whole path runs in tests/cli/test_running_proxy.py); a proxy not started by serve has
+    nothing to re-read."""
+    status, data = await client.post_api("/control/", {"action": "reload"})
+    assert status == 409 and "nothing to reload" in data["error"]
+    answers = iter([None, "not reloaded, the old configuration stays: bad"])
+    proxy.services.reread_config = lambda: next(answers)
+    status, data = await client.post_api("/control/", {"action": "reload"})
+    assert status == 200 and data["reloaded"] is True
+    assert data["message"].startswith("Configuration reloaded from ")
+    status, data = await client.post_api("/control/", {"action": "reload"})
+    assert status == 409 and data["error"] == (
+        "Configuration not reloaded, the old configuration stays: bad"
+    )
+
+
 async def test_fetch_the_queue_now(client, proxy, origin, fetch):
     url = await queue_one(proxy, origin, fetch)
     _, data = await client.get_json("/control/")

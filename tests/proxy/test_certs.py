@@ -22,6 +22,8 @@ from wwwproxy.proxy.certs import (
     CertificateError,
     host_matches,
     install_help,
+    local_server_help,
+    self_signed_certificate,
     should_intercept,
 )
 
@@ -353,6 +355,78 @@ async def test_handshake_fails_for_another_host_name(ca: CertificateAuthority) -
                 asyncio.open_connection("127.0.0.1", port, ssl=client, server_hostname="localhost"),
                 10,
             )
+
+
+# --- a local test server's certificate (wwwproxy ca --test-cert) ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "san", "name"),
+    [
+        ("localhost", x509.DNSName("localhost"), "localhost"),
+        ("Test.Example", x509.DNSName("test.example"), "test.example"),
+        ("127.0.0.1", x509.IPAddress(ipaddress.ip_address("127.0.0.1")), "127.0.0.1"),
+        ("[::1]", x509.IPAddress(ipaddress.ip_address("::1")), "::1"),
+    ],
+)
+def test_self_signed_certificate_names_its_one_host(host: str, san: object, name: str) -> None:
+    cert_pem, key_pem = self_signed_certificate(host)
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    assert cert.subject == cert.issuer  # its own issuer: upstream_ca trusts it alone
+    cert.verify_directly_issued_by(cert)
+    assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == name
+    assert cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value == (
+        x509.SubjectAlternativeName([san])  # type: ignore[list-item]
+    )
+    assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
+    key = serialization.load_pem_private_key(key_pem, None)
+    assert key.public_key() == cert.public_key()
+
+
+@pytest.mark.parametrize("host", ["", "bad host", "a/b"])
+def test_self_signed_certificate_for_no_host_is_an_error(host: str) -> None:
+    with pytest.raises(CertificateError):
+        self_signed_certificate(host)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+async def test_a_client_trusting_the_test_certificate_verifies_it(
+    tmp_path: Path, strict: bool
+) -> None:
+    """As upstream_ca (the proxy's tls_context loads it so), for a name and an address; also
+    under OpenSSL's strict checks (Python 3.13's default)."""
+    for host in ("localhost", "127.0.0.1"):
+        cert_pem, key_pem = self_signed_certificate(host)
+        (tmp_path / "cert.pem").write_bytes(cert_pem)
+        (tmp_path / "key.pem").write_bytes(key_pem)
+        server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+        async with tls_server(server) as port:
+            client = ssl.create_default_context(cafile=tmp_path / "cert.pem")
+            if strict:
+                client.verify_flags |= ssl.VERIFY_X509_STRICT
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection("127.0.0.1", port, ssl=client, server_hostname=host), 10
+            )
+            writer.close()
+            with contextlib.suppress(OSError, ssl.SSLError):
+                await writer.wait_closed()
+            other = ssl.create_default_context(cafile=tmp_path / "cert.pem")
+            with pytest.raises(ssl.SSLCertVerificationError):  # for its host only
+                await asyncio.wait_for(
+                    asyncio.open_connection(
+                        "127.0.0.1", port, ssl=other, server_hostname="elsewhere.example"
+                    ),
+                    10,
+                )
+
+
+def test_local_server_help_names_the_files_and_the_configuration(tmp_path: Path) -> None:
+    text = local_server_help("::1", tmp_path / "c.pem", tmp_path / "k.pem", 9443)
+    assert "https://[::1]:9443/" in text
+    assert f"openssl s_server -accept 9443 -cert {tmp_path}/c.pem -key {tmp_path}/k.pem" in text
+    assert f"upstream_ca: {tmp_path}/c.pem" in text
+    assert 'https_intercept: ["::1"]' in text and "connect_ports: [443, 9443]" in text
 
 
 # --- which hosts to intercept -----------------------------------------------------------------

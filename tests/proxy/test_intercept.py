@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import shlex
+import socket
 import ssl
 import subprocess
 import sys
@@ -12,6 +15,8 @@ import aiohttp
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from wwwproxy.config import parse_config
+from wwwproxy.proxy.certs import local_server_help, self_signed_certificate
 from wwwproxy.url import canonicalize
 
 from .conftest import TIMEOUT
@@ -100,6 +105,8 @@ async def test_untrusted_origin_certificate_is_a_502_never_recorded(make_proxy, 
     status, _, body = await fetch(proxy, url, _trust_after_first(proxy))
     assert status == 502
     assert b"certificate" in body and b"localhost" in body
+    # and how to trust it
+    assert b"<code>upstream_ca</code>" in body and b"wwwproxy ca --test-cert HOST" in body
     assert not proxy.store.path_for(canonicalize(url)).exists()
 
 
@@ -141,3 +148,52 @@ async def test_upstream_ca_takes_effect_on_reload(make_proxy, tls_origin, tmp_pa
         services.reload(dataclasses.replace(services.config, upstream_ca=bad))
     assert services.config.upstream_ca == tls_origin.ca_pem
     assert (await fetch(proxy, tls_origin.url("/again"), context))[0] == 200
+
+
+async def test_the_test_certificate_recipe_works_as_printed(make_proxy, tmp_path):  # noqa: ANN001
+    """``wwwproxy ca --test-cert``'s recipe, run as printed: its one-line server serves HTTPS
+    with the certificate; the proxy refuses it (naming upstream_ca) until the printed
+    configuration lines are in force, and then records its pages."""
+    cert, key = tmp_path / "127.0.0.1.cert.pem", tmp_path / "127.0.0.1.key.pem"
+    for path, data in zip((cert, key), self_signed_certificate("127.0.0.1"), strict=True):
+        path.write_bytes(data)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    recipe = local_server_help("127.0.0.1", cert, key, port).splitlines()
+    command = shlex.split(next(line for line in recipe if line.startswith("  python3 -c ")))
+    lines = recipe[recipe.index(next(x for x in recipe if "add to its configuration" in x)) + 1 :]
+    printed = parse_config("\n".join(x.strip() for x in lines if x.startswith("  ")))
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "hello.txt").write_text("hello over TLS\n")
+    server = subprocess.Popen(
+        [sys.executable, *command[1:]], cwd=site, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        for _ in range(400):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                assert server.poll() is None, server.stderr.read() if server.stderr else ""
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            break
+        url = f"https://127.0.0.1:{port}/hello.txt"
+        untrusting = await make_proxy(https_intercept=("127.0.0.1",), connect_ports=(443, port))
+        status, _, body = await fetch(untrusting, url, _trust_after_first(untrusting))
+        assert status == 502 and b"<code>upstream_ca</code>" in body
+        proxy = await make_proxy(
+            cache=tmp_path / "trusting",
+            https_intercept=printed.https_intercept,
+            upstream_ca=printed.upstream_ca,
+            connect_ports=printed.connect_ports,
+        )
+        status, headers, body = await fetch(proxy, url, _trust_after_first(proxy))
+        assert status == 200 and body == b"hello over TLS\n"
+        assert headers["X-Cache"] == "MISS"
+        assert proxy.store.path_for(canonicalize(url)).exists()
+    finally:
+        server.terminate()
+        server.wait(10)

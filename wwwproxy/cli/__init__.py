@@ -8,7 +8,6 @@ and ``monitor`` live in :mod:`.fetch`.
 from __future__ import annotations
 
 import argparse
-import base64
 import io
 import json
 import os
@@ -19,10 +18,17 @@ from pathlib import Path
 from .. import __version__
 from ..archive.cdxj import CDXJError
 from ..archive.store import Store, StoreError
-from ..config import ConfigError, load_config, parse_hostport
+from ..config import ConfigError, config_candidates, find_config, load_config, parse_hostport
 from ..url import InvalidURL, cache_name, canonicalize, surt
 from ..url.requestkey import request_key
-from .fetch import add_fetch_parser, add_monitor_parser, add_urldb_parser
+from .control import ProxyRefused, ProxyUnreachable, ask_proxy, control_address
+from .fetch import (
+    CONFIG_HELP,
+    add_config_options,
+    add_fetch_parser,
+    add_monitor_parser,
+    add_urldb_parser,
+)
 from .loop import run as run_loop
 from .purge import add_purge_parser
 from .transfer import add_export_parser, add_import_parser
@@ -153,9 +159,17 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _config_named(path: str | None) -> str:
+    """The configuration file a command reads, for a message: absolute, or where one goes."""
+    found = Path(path) if path else find_config()
+    if found is not None:
+        return str(found.absolute())
+    return "none yet; " + " or ".join(str(p.absolute()) for p in config_candidates())
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the proxy in the foreground until SIGTERM or SIGINT."""
-    from ..app import serve
+    from ..app import CannotListen, serve
     from ..http.policy import Mode
     from ..proxy.accesslog import setup_logging
 
@@ -178,59 +192,95 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"wwwproxy serve: the configuration is not valid; not starting.\n{exc}", file=sys.stderr
         )
         return 2
+    except CannotListen as exc:
+        print(
+            f"wwwproxy serve: {exc.strerror}.\nIs another wwwproxy (or another program) "
+            f"listening there? Choose another address with --listen HOST:PORT, or with "
+            f"listen: in the configuration ({_config_named(args.config)}).",
+            file=sys.stderr,
+        )
+        return 1
     except OSError as exc:
-        print(f"wwwproxy serve: cannot listen: {exc}", file=sys.stderr)
+        print(f"wwwproxy serve: {exc}", file=sys.stderr)
         return 1
 
 
-def cmd_mode(args: argparse.Namespace) -> int:
-    """Switch (online/offline/autodial) or show (status) the running server's mode."""
-    import urllib.error
-    import urllib.request
+def _asked_proxy(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The running proxy's address and password, from ``--proxy``/``--password`` or the
+    configuration; ConfigError or ValueError for a bad one."""
+    config = load_config(args.config)
+    password = args.password if args.password is not None else config.password
+    return control_address(config, args.proxy), password
 
-    from ..commands import API_HEADER
 
+#: what each command asks the running proxy's /control/ (None: only its state)
+_CONTROL_FORMS: dict[str, dict[str, str] | None] = {
+    "online": {"mode": "online"},
+    "offline": {"mode": "offline"},
+    "autodial": {"mode": "autodial"},
+    "status": None,
+    "reload": {"action": "reload"},
+}
+
+
+def cmd_control(args: argparse.Namespace) -> int:
+    """Switch (online/offline/autodial) or show (status) the running proxy's mode, or make it
+    re-read its configuration (reload)."""
     try:
-        config = load_config(args.config)
-        host, port = (
-            parse_hostport(args.proxy) if args.proxy else (config.listen_host, config.listen_port)
-        )
+        netloc, password = _asked_proxy(args)
     except (ConfigError, ValueError) as exc:
         print(f"wwwproxy {args.command}: {exc}", file=sys.stderr)
         return 2
-    if host in ("0.0.0.0", "::", ""):
-        host = "127.0.0.1"
-    netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    data = None if args.command == "status" else f"mode={args.command}".encode()
-    request = urllib.request.Request(f"http://{netloc}/control/?format=json", data=data)
-    request.add_header("Accept", "application/json")
-    request.add_header(API_HEADER, "cli")
-    password = args.password if args.password is not None else config.password
-    if password:
-        token = base64.b64encode(f"wwwproxy:{password}".encode()).decode()
-        request.add_header("Authorization", f"Basic {token}")
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with opener.open(request, timeout=10) as response:
-            status = json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        print(f"wwwproxy {args.command}: {netloc}: {exc.code} {exc.reason}", file=sys.stderr)
+        answer = ask_proxy(netloc, password, _CONTROL_FORMS[args.command])
+    except (ProxyUnreachable, ProxyRefused) as exc:
+        print(f"wwwproxy {args.command}: {exc}", file=sys.stderr)
         return 1
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        print(f"wwwproxy {args.command}: no wwwproxy at {netloc}: {reason}", file=sys.stderr)
-        return 1
-    print(f"mode: {status.get('mode')}")
-    print(f"queued: {status.get('queued')}")
-    if status.get("fetching"):
+    if args.command == "reload":
+        print(answer.get("message", "reloaded"))
+        return 0
+    print(f"mode: {answer.get('mode')}")
+    print(f"queued: {answer.get('queued')}")
+    if answer.get("fetching"):
         print("fetching the queue now (see /outgoing/)")
     return 0
 
 
+def _test_cert(host: str, directory: Path) -> int:
+    """``wwwproxy ca --test-cert HOST``: a self-signed certificate and key for a local HTTPS
+    test server, in ``directory``, and how to use them."""
+    from ..proxy.certs import CertificateError, local_server_help, self_signed_certificate
+
+    try:
+        cert, key = self_signed_certificate(host)
+    except CertificateError as exc:
+        print(f"wwwproxy ca --test-cert: {exc}", file=sys.stderr)
+        return 2
+    stem = host.strip("[]").replace(":", "_")
+    cert_path = (directory / f"{stem}.cert.pem").absolute()
+    key_path = (directory / f"{stem}.key.pem").absolute()
+    try:
+        for path, data in ((cert_path, cert), (key_path, key)):
+            with open(path, "xb") as file:  # never over a file someone may still use
+                file.write(data)
+    except OSError as exc:
+        print(
+            f"wwwproxy ca --test-cert: {exc.filename}: {exc.strerror}"
+            + (" (remove it first to make a new one)" if isinstance(exc, FileExistsError) else ""),
+            file=sys.stderr,
+        )
+        return 2
+    print(local_server_help(host.strip("[]"), cert_path, key_path))
+    return 0
+
+
 def cmd_ca(args: argparse.Namespace) -> int:
-    """Print the local CA's certificate (made on first use), or how to trust it."""
+    """Print the local CA's certificate (made on first use), or how to trust it; or make a
+    test server's certificate (--test-cert)."""
     from ..proxy.certs import CertificateAuthority, CertificateError, install_help
 
+    if args.test_cert is not None:
+        return _test_cert(args.test_cert, Path(args.out))
     try:
         root = _cache_dir(args)
         directory = root / "certificates"
@@ -254,13 +304,6 @@ def cmd_ca(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_cache_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-c", "--config", metavar="FILE", help="configuration file (default conf/wwwproxy.yaml)"
-    )
-    parser.add_argument("--cache", metavar="DIR", help="cache directory (overrides the config)")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wwwproxy",
@@ -268,6 +311,61 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"wwwproxy {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    serve = sub.add_parser(
+        "serve",
+        help="run the proxy",
+        description="Run the caching proxy (default 127.0.0.1:8080; the cache in ./cache in a "
+        "checkout, where ./conf/wwwproxy.yaml is, else in $XDG_CACHE_HOME/wwwproxy, unless the "
+        "configuration names one). wwwproxy reload (or SIGHUP) re-reads the configuration; "
+        "SIGTERM finishes requests in flight and exits.",
+    )
+    add_config_options(serve)
+    serve.add_argument("--listen", metavar="HOST:PORT", help="address to listen on")
+    serve.add_argument("--mode", choices=("online", "offline", "autodial"), help="start mode")
+    serve.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    serve.set_defaults(func=cmd_serve)
+
+    for name, text in (
+        ("online", "switch the running proxy online"),
+        ("offline", "switch the running proxy offline"),
+        ("autodial", "switch the running proxy to autodial"),
+        ("status", "show the running proxy's mode and queue"),
+        ("reload", "make the running proxy re-read its configuration file"),
+    ):
+        mode = sub.add_parser(name, help=text, description=text + ".")
+        mode.add_argument(
+            "--proxy", metavar="HOST:PORT", help="the proxy's address (default: the config's)"
+        )
+        mode.add_argument("-c", "--config", metavar="FILE", help=CONFIG_HELP)
+        mode.add_argument("--password", help="the control password (default: the config's)")
+        mode.set_defaults(func=cmd_control)
+
+    add_fetch_parser(sub)
+    ca = sub.add_parser(
+        "ca",
+        help="print the local certificate authority of HTTPS interception (PEM)",
+        description="Print the certificate of the CA that signs the certificates wwwproxy shows "
+        "browsers for intercepted HTTPS sites (made on first use in <cache>/certificates/; its "
+        "private key never leaves that directory). Import it into each browser once.",
+    )
+    add_config_options(ca)
+    ca.add_argument(
+        "--install-help",
+        action="store_true",
+        help="print how to make Firefox, Chromium, curl and the system trust it",
+    )
+    ca.add_argument(
+        "--test-cert",
+        metavar="HOST",
+        help="instead, write a self-signed certificate and key for an HTTPS test server at "
+        "HOST (a name or an IP address) into --out, and print how to serve with them and "
+        "make wwwproxy trust them (upstream_ca)",
+    )
+    ca.add_argument(
+        "--out", metavar="DIR", default=".", help="where --test-cert writes (default: here)"
+    )
+    ca.set_defaults(func=cmd_ca)
 
     canon = sub.add_parser(
         "canon",
@@ -306,53 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
         "file:line: problem and exits 1 if there are any.",
     )
     index.add_argument("action", choices=("rebuild", "check"))
-    _add_cache_options(index)
+    add_config_options(index)
     index.set_defaults(func=cmd_index)
 
-    serve = sub.add_parser(
-        "serve",
-        help="run the proxy",
-        description="Run the caching proxy (default 127.0.0.1:8080, cache ./cache). SIGHUP "
-        "reloads the configuration; SIGTERM finishes requests in flight and exits.",
-    )
-    _add_cache_options(serve)
-    serve.add_argument("--listen", metavar="HOST:PORT", help="address to listen on")
-    serve.add_argument("--mode", choices=("online", "offline", "autodial"), help="start mode")
-    serve.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    serve.set_defaults(func=cmd_serve)
-
-    ca = sub.add_parser(
-        "ca",
-        help="print the local certificate authority of HTTPS interception (PEM)",
-        description="Print the certificate of the CA that signs the certificates wwwproxy shows "
-        "browsers for intercepted HTTPS sites (made on first use in <cache>/certificates/; its "
-        "private key never leaves that directory). Import it into each browser once.",
-    )
-    _add_cache_options(ca)
-    ca.add_argument(
-        "--install-help",
-        action="store_true",
-        help="print how to make Firefox, Chromium, curl and the system trust it",
-    )
-    ca.set_defaults(func=cmd_ca)
-
-    for name, text in (
-        ("online", "switch the running proxy online"),
-        ("offline", "switch the running proxy offline"),
-        ("autodial", "switch the running proxy to autodial"),
-        ("status", "show the running proxy's mode and queue"),
-    ):
-        mode = sub.add_parser(name, help=text, description=text + ".")
-        mode.add_argument(
-            "--proxy", metavar="HOST:PORT", help="the proxy's address (default: the config's)"
-        )
-        mode.add_argument(
-            "-c", "--config", metavar="FILE", help="configuration file (default conf/wwwproxy.yaml)"
-        )
-        mode.add_argument("--password", help="the control password (default: the config's)")
-        mode.set_defaults(func=cmd_mode)
-
-    add_fetch_parser(sub)
     add_urldb_parser(sub)
     add_monitor_parser(sub)
     add_purge_parser(sub)

@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 SubParsers = argparse._SubParsersAction  # noqa: SLF001 - argparse has no public name for it
 
 __all__ = [
+    "CONFIG_HELP",
     "ListError",
+    "add_config_options",
     "add_fetch_parser",
     "add_monitor_parser",
     "add_urldb_parser",
@@ -122,10 +124,16 @@ def read_lists(
 # --- shared -----------------------------------------------------------------------------------
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-c", "--config", metavar="FILE", help="configuration file (default conf/wwwproxy.yaml)"
-    )
+#: where the configuration is looked for (:func:`wwwproxy.config.find_config`)
+CONFIG_HELP = (
+    "configuration file (default ./conf/wwwproxy.yaml, else "
+    "$XDG_CONFIG_HOME/wwwproxy/wwwproxy.yaml, ~/.config by default)"
+)
+
+
+def add_config_options(parser: argparse.ArgumentParser) -> None:
+    """``-c/--config`` and ``--cache``, as every command that reads the cache has them."""
+    parser.add_argument("-c", "--config", metavar="FILE", help=CONFIG_HELP)
     parser.add_argument("--cache", metavar="DIR", help="cache directory (overrides the config)")
 
 
@@ -205,10 +213,13 @@ def add_fetch_parser(sub: SubParsers) -> argparse.ArgumentParser:
         "request_changed seconds, or the first matching freshness rule's max_age) is not "
         "fetched again, so running it again resumes; a stale copy is revalidated if it can "
         "be, an error copy is always asked again, and queued requests are always fetched. "
-        "Exit status 1 if any URL failed.",
+        "The queue is fetched when no LIST is given (or with --queue). When a proxy using the "
+        "same cache runs offline (asked at the configuration's listen address), nothing is "
+        "fetched unless --online. Exit status 1 if any URL failed, 2 for a usage error or an "
+        "offline proxy.",
     )
     p.add_argument("lists", nargs="*", metavar="LIST", help="URL list file, -, URL db dir, URL")
-    _common(p)
+    add_config_options(p)
     p.add_argument(
         "--category",
         action="append",
@@ -287,7 +298,25 @@ def add_fetch_parser(sub: SubParsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--ignore-robots", action="store_true", help="do not honour robots.txt when following links"
     )
-    p.add_argument("--no-queue", action="store_true", help="leave the outgoing queue alone")
+    queue = p.add_mutually_exclusive_group()
+    queue.add_argument(
+        "--queue",
+        dest="queue",
+        action="store_true",
+        default=None,
+        help="fetch the outgoing queue too (the default without LIST)",
+    )
+    queue.add_argument(
+        "--no-queue",
+        dest="queue",
+        action="store_false",
+        help="leave the outgoing queue alone (the default with LIST)",
+    )
+    p.add_argument(
+        "--online",
+        action="store_true",
+        help="fetch even when the running proxy using this cache is offline",
+    )
     p.set_defaults(func=cmd_fetch, scope="host")
     return p
 
@@ -296,6 +325,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     from ..config import ConfigError
     from ..fetch.progress import Progress, format_summary
     from ..fetch.tasks import FetchOptions
+    from .control import offline_proxy
 
     try:
         config = _config(args)
@@ -311,18 +341,25 @@ def cmd_fetch(args: argparse.Namespace) -> int:
             robots=not args.ignore_robots,
         )
         urls, problems = read_lists(args.lists, args.category)
+        offline_at = None if args.online else offline_proxy(config)
+        if offline_at is not None:
+            _err(
+                "fetch",
+                f"the proxy at {offline_at} (cache {config.cache.resolve()}) is offline: "
+                "nothing fetched. Switch it online (wwwproxy online) or give --online.",
+            )
+            return 2
         store = _store(config)
     except (ConfigError, ValueError, ListError) as exc:
         _err("fetch", exc)
         return 2
     for problem in problems:
         _err("fetch", problem)
+    queue = args.queue if args.queue is not None else not args.lists
     progress = Progress(sys.stderr)
     prefetcher: list[Prefetcher] = []
     try:
-        summary = asyncio.run(
-            _fetch(config, store, urls, options, progress, not args.no_queue, prefetcher)
-        )
+        summary = asyncio.run(_fetch(config, store, urls, options, progress, queue, prefetcher))
     except KeyboardInterrupt:
         progress.close()
         if prefetcher:
@@ -366,7 +403,7 @@ def add_urldb_parser(sub: SubParsers) -> argparse.ArgumentParser:
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    _common(common)
+    add_config_options(common)
     common.add_argument(
         "--db", metavar="DIR", help="the URL database directory (default: the config's urldb)"
     )
@@ -631,7 +668,7 @@ def add_monitor_parser(sub: SubParsers) -> argparse.ArgumentParser:
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    _common(common)
+    add_config_options(common)
     add = actions.add_parser(
         "add",
         parents=[common],

@@ -14,7 +14,7 @@ from ..archive.cdxj import CDXJError
 from ..archive.purge import Limits, PurgeResult, purge
 from ..archive.store import Store, StoreError
 from ..config import ConfigError
-from .fetch import SubParsers, _common, _config
+from .fetch import SubParsers, _config, add_config_options
 
 __all__ = ["add_purge_parser", "cmd_purge"]
 
@@ -78,7 +78,7 @@ def add_purge_parser(sub: SubParsers) -> argparse.ArgumentParser:
         "recently used while the cache files take more than max_size (down to 90%). "
         "Prints what it frees: files, captures, bytes.",
     )
-    _common(p)
+    add_config_options(p)
     p.add_argument(
         "--dry-run", action="store_true", help="only print what would be removed; change nothing"
     )

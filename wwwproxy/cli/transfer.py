@@ -17,7 +17,7 @@ from ..archive.store import Store, StoreError
 from ..archive.transfer import ExportError, Selection, export_pywb, export_wacz, parse_since
 from ..archive.transfer.wwwoffle import ImportReport, SpoolError, import_spool
 from ..config import ConfigError
-from .fetch import SubParsers, _common, _config
+from .fetch import SubParsers, _config, add_config_options
 from .loop import run as run_loop
 
 __all__ = ["add_export_parser", "add_import_parser"]
@@ -82,7 +82,7 @@ def add_export_parser(sub: SubParsers) -> argparse.ArgumentParser:
         "re-indexing. The records are copied byte for byte. FILE or DIR must not exist yet "
         "(an empty DIR is fine); an export that fails leaves nothing behind.",
     )
-    _common(p)
+    add_config_options(p)
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--wacz", metavar="FILE", help="write a WACZ file")
     what.add_argument("--pywb", metavar="DIR", help="write a pywb collection folder")
@@ -155,7 +155,7 @@ def add_import_parser(sub: SubParsers) -> argparse.ArgumentParser:
         "importing it again records nothing twice. Exit status 1 if nothing could be imported "
         "and something was skipped.",
     )
-    _common(p)
+    add_config_options(p)
     p.add_argument("spool", metavar="SPOOL_DIR", help="the spool (e.g. /var/spool/wwwoffle)")
     p.set_defaults(func=cmd_import_wwwoffle)
     return p

@@ -10,7 +10,7 @@ Pages (one module per family): ``/`` (:mod:`.welcome`), ``/index/`` (:mod:`.inde
 ``/history/`` and ``/cache/`` (:mod:`.history`), ``/control/`` (:mod:`.control`),
 ``/outgoing/`` (:mod:`.outgoing`), ``/refresh/`` (:mod:`.refresh`), ``/monitor/``
 (:mod:`.monitor`), ``/delete/`` (:mod:`.delete`), ``/search/`` (:mod:`.search`), ``/config/``
-(:mod:`.config`), ``/certificates/`` (:mod:`.certificates`).
+(:mod:`.config`), ``/certificates/`` (:mod:`.certificates`), ``/proxy.pac`` (:mod:`.pac`).
 
 A page reaches the proxy only through its :class:`~.context.Context`'s ``services``
 (:class:`~wwwproxy.recording.services.Services`: store, queue, search index, engine, mode,
@@ -36,6 +36,7 @@ from . import (
     index,
     monitor,
     outgoing,
+    pac,
     refresh,
     search,
     sessions,
@@ -69,6 +70,7 @@ ROUTES: dict[str, Page] = {
     "/config/": config.page,
     "/certificates/": certificates.page,
     "/index/lastout/": sessions.lastout,
+    "/proxy.pac": pac.page,
     **dict.fromkeys(sessions.SESSION_PAGES, sessions.page),
 }
 

@@ -3,7 +3,8 @@
 GET (``?format=json`` for programs such as ``wwwproxy status``) shows the state; a POST with
 ``mode=online|offline|autodial`` switches, ``action=fetch`` fetches the outgoing queue now, and
 ``action=purge`` with ``days=N`` and/or ``host=URL`` removes the pages (cache files) not
-fetched in the last N days, of one host or of all.
+fetched in the last N days, of one host or of all; ``action=reload`` re-reads the configuration
+file as SIGHUP does (``wwwproxy reload``).
 
 The mode is state (:class:`~wwwproxy.recording.services.Services`), not configuration.
 Offline, nothing is fetched: "fetch the queue" answers that the queue waits for the next time
@@ -29,7 +30,7 @@ def status(ctx: Context) -> dict[str, object]:
     return {
         "mode": services.mode.value,
         "queued": len(services.queue),
-        "cache": str(services.store.root),
+        "cache": str(services.store.root.absolute()),
         "listen": services.config.listen,
         "started": services.state.started.isoformat(),
         "password": bool(services.config.password),
@@ -89,6 +90,18 @@ async def _purge(ctx: Context, result: dict[str, object]) -> str:
     return f"Purged {deleted.pages} page(s) {scope}{age}."
 
 
+def _reload(ctx: Context, result: dict[str, object]) -> str:
+    reread = ctx.services.reread_config
+    if reread is None:
+        raise PageError(409, "This proxy was not started by wwwproxy serve: nothing to reload.")
+    problem = reread()
+    result["reloaded"] = problem is None
+    if problem is not None:
+        raise PageError(409, f"Configuration {problem}", title="Not reloaded")
+    source = ctx.services.config.source
+    return f"Configuration reloaded from {source} (the mode stays {ctx.services.mode.value})."
+
+
 async def page(ctx: Context) -> web.StreamResponse:
     messages: list[str] = []
     result: dict[str, object] = {}
@@ -97,14 +110,16 @@ async def page(ctx: Context) -> web.StreamResponse:
         action = ctx.text("action")
         if mode is None and action is None:
             raise PageError(400, "Nothing to do: give mode=online|offline|autodial or action=.")
-        if action not in (None, "fetch", "purge"):
-            raise PageError(400, f"Unknown action {action!r} (fetch or purge).")
+        if action not in (None, "fetch", "purge", "reload"):
+            raise PageError(400, f"Unknown action {action!r} (fetch, purge or reload).")
         if mode is not None:
             messages.append(_switch(ctx, mode, result, background=action != "fetch"))
         if action == "fetch":
             messages.append(await _fetch(ctx, result))
         elif action == "purge":
             messages.append(await _purge(ctx, result))
+        elif action == "reload":
+            messages.append(_reload(ctx, result))
     data = {**status(ctx), **result}
     if messages:
         data["message"] = " ".join(messages)

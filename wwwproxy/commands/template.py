@@ -66,6 +66,7 @@ h2{font-size:1.15em;margin:1.4em 0 .5em}
 a{color:var(--accent)}
 code,.url{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.92em;
 overflow-wrap:anywhere}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.9em}
 .card{background:#fff;border:1px solid var(--line);border-radius:8px;padding:1em 1.2em;
 margin:0 0 1em}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(11em,1fr));gap:.8em;

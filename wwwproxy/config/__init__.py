@@ -5,7 +5,15 @@ declarations (:mod:`.reference`, ``docs/configuration.md``)."""
 from __future__ import annotations
 
 from .keys import Config, Setting, effective, setting, settings, shown_text
-from .load import DEFAULT_CONFIG_PATH, ConfigError, load_config, parse_config
+from .load import (
+    DEFAULT_CONFIG_PATH,
+    ConfigError,
+    config_candidates,
+    default_cache,
+    find_config,
+    load_config,
+    parse_config,
+)
 from .values import FreshnessRule, ModifyHTMLRule, PurgeRule, parse_hostport
 
 __all__ = [
@@ -16,7 +24,10 @@ __all__ = [
     "ModifyHTMLRule",
     "PurgeRule",
     "Setting",
+    "config_candidates",
+    "default_cache",
     "effective",
+    "find_config",
     "load_config",
     "parse_config",
     "parse_hostport",

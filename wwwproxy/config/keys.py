@@ -132,7 +132,13 @@ class Config:
         restart=True,
     )
     listen_port: int = 8080  # set by the listen key
-    cache: Path = setting(Path("cache"), values.as_path, "the cache directory", restart=True)
+    cache: Path = setting(
+        Path("cache"),
+        values.as_path,
+        "the cache directory (unset: ./cache in a checkout, where ./conf/wwwproxy.yaml is, else "
+        "$XDG_CACHE_HOME/wwwproxy, ~/.cache/wwwproxy by default)",
+        restart=True,
+    )
     mode: str = setting(
         "online",
         values.mode,
@@ -289,7 +295,8 @@ class Config:
         (),
         values.host_patterns,
         "hosts whose HTTPS is decrypted, recorded and served offline (a list of patterns: *, "
-        "example.com, *.example.com)",
+        "example.com, *.example.com, or an IP address such as 127.0.0.1 or ::1, as the browser "
+        "names the host)",
     )
     https_bypass: tuple[str, ...] = setting(
         (),

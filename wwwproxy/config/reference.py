@@ -17,11 +17,13 @@ _INTRODUCTION = """\
 <!-- Generated from the key declarations in wwwproxy/config/keys.py by
 `python -m wwwproxy.config.reference > docs/configuration.md`; edit those, not this file. -->
 
-`conf/wwwproxy.yaml` (commented) is read by `wwwproxy serve`; `-c FILE` names another. Every
-key may be left out: it then has its default. An unknown key or a bad value is reported with
-file, line and key, and the file is refused as a whole. A reload (`kill -HUP`, `systemctl
-reload wwwproxy`, or an edit on the `/config/` page) applies a changed value at once, except
-for the keys that say they take effect at the next start.
+The commands read `./conf/wwwproxy.yaml` (the commented one of a checkout) if there is one,
+else `$XDG_CONFIG_HOME/wwwproxy/wwwproxy.yaml` (`~/.config/wwwproxy/wwwproxy.yaml`); `-c FILE`
+names another. Every key may be left out: it then has its default. An unknown key or a bad
+value is reported with file, line and key, and the file is refused as a whole. A reload
+(`wwwproxy reload`, `kill -HUP`, `systemctl reload wwwproxy`, or an edit on the `/config/`
+page) applies a changed value at once, except for the keys that say they take effect at the
+next start.
 
 The keys, in the order of `conf/wwwproxy.yaml`:
 """

@@ -198,7 +198,9 @@ def host_patterns(value: Any) -> tuple[str, ...]:
     for item in as_list(value):
         text = as_str(item).strip().lower()
         if not _HOST_PATTERN.fullmatch(text):
-            raise ValueError(f"bad host pattern {item!r} (use *, example.com or *.example.com)")
+            raise ValueError(
+                f"bad host pattern {item!r} (use *, example.com, *.example.com or an IP address)"
+            )
         patterns.append(text)
     return tuple(patterns)
 

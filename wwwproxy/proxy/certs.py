@@ -20,6 +20,7 @@ import datetime
 import fcntl
 import hashlib
 import ipaddress
+import json
 import os
 import shlex
 import socket
@@ -47,6 +48,8 @@ __all__ = [
     "host_matches",
     "install_help",
     "should_intercept",
+    "self_signed_certificate",
+    "local_server_help",
 ]
 
 CA_KEY_FILE = "ca.key.pem"
@@ -62,6 +65,18 @@ LEAF_VALIDITY = datetime.timedelta(days=397)
 BACKDATE = datetime.timedelta(days=1)
 RENEW_BEFORE = datetime.timedelta(days=30)
 MEMORY_CACHE_SIZE = 1000
+#: what a server certificate's key may do: sign the TLS handshake, nothing else
+SERVER_KEY_USAGE = x509.KeyUsage(
+    digital_signature=True,
+    content_commitment=False,
+    key_encipherment=False,
+    data_encipherment=False,
+    key_agreement=False,
+    key_cert_sign=False,
+    crl_sign=False,
+    encipher_only=False,
+    decipher_only=False,
+)
 CN_MAX = 64  # ub-common-name (RFC 5280)
 
 _CAKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
@@ -438,48 +453,91 @@ class CertificateAuthority:
         return x509.IPAddress(address)
 
     def _sign_leaf(self, host: str) -> x509.Certificate:
-        san = self._san_entry(host)
-        common_name = str(san.value) if isinstance(san, x509.IPAddress) else host
-        now = _now()
-        return (
-            x509.CertificateBuilder()
-            .subject_name(
-                x509.Name(
-                    [
-                        x509.NameAttribute(NameOID.COMMON_NAME, common_name[:CN_MAX]),
-                        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "wwwproxy"),
-                    ]
-                )
-            )
-            .issuer_name(self._cert.subject)
-            .public_key(self._leaf_key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - BACKDATE)
-            .not_valid_after(now - BACKDATE + LEAF_VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(x509.SubjectAlternativeName([san]), critical=False)
-            .add_extension(self._aki, critical=False)
-            .add_extension(
-                x509.SubjectKeyIdentifier.from_public_key(self._leaf_key.public_key()),
-                critical=False,
-            )
-            .sign(self._key, hashes.SHA256())
+        return _server_certificate(
+            self._san_entry(host),
+            "wwwproxy",
+            self._leaf_key.public_key(),
+            self._cert.subject,
+            self._aki,
+            self._key,
         )
+
+
+def _server_certificate(
+    san: x509.GeneralName,
+    organization: str,
+    public_key: ec.EllipticCurvePublicKey,
+    issuer: x509.Name | None,
+    authority: x509.AuthorityKeyIdentifier,
+    signer: _CAKey,
+) -> x509.Certificate:
+    """A server certificate for the one host of ``san``, valid from a day ago for
+    LEAF_VALIDITY, signed by ``signer`` as ``issuer`` (None: itself)."""
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, str(san.value)[:CN_MAX]),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization),
+        ]
+    )
+    now = _now()
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer or subject)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - BACKDATE)
+        .not_valid_after(now - BACKDATE + LEAF_VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(SERVER_KEY_USAGE, critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName([san]), critical=False)
+        .add_extension(authority, critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+        .sign(signer, hashes.SHA256())
+    )
+
+
+def self_signed_certificate(host: str) -> tuple[bytes, bytes]:
+    """A self-signed certificate for a local HTTPS test server at ``host`` (a name or an IP
+    address) and its private key, both PEM (``wwwproxy ca --test-cert``).  It is a server
+    certificate (not a CA): naming it in ``upstream_ca`` (or ``curl --cacert``) trusts this
+    one server and nothing else.  CertificateError for a host that is neither."""
+    host = CertificateAuthority._check_host(host)  # noqa: SLF001 - this module's own rule
+    san = CertificateAuthority._san_entry(host)  # noqa: SLF001
+    key = ec.generate_private_key(ec.SECP256R1())
+    authority = x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(
+        x509.SubjectKeyIdentifier.from_public_key(key.public_key())
+    )
+    cert = _server_certificate(san, "wwwproxy test server", key.public_key(), None, authority, key)
+    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+
+
+def local_server_help(host: str, cert_path: Path, key_path: Path, port: int = 8443) -> str:
+    """How to serve HTTPS with a :func:`self_signed_certificate` and have wwwproxy trust and record
+    it: a Python one-liner serving the working directory, and the configuration lines."""
+    bind = f"[{host}]" if ":" in host else host
+    server = (
+        "import http.server as h, ssl; "
+        f"s = h.ThreadingHTTPServer(({json.dumps(host)}, {port}), h.SimpleHTTPRequestHandler); "
+        "c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); "
+        f"c.load_cert_chain({json.dumps(str(cert_path))}, {json.dumps(str(key_path))}); "
+        "s.socket = c.wrap_socket(s.socket, server_side=True); s.serve_forever()"
+    )
+    cert, key = shlex.quote(str(cert_path)), shlex.quote(str(key_path))
+    return f"""\
+wrote {cert_path} (the certificate) and {key_path} (its private key)
+
+An HTTPS test server with it, serving the working directory on https://{bind}:{port}/:
+  python3 -c {shlex.quote(server)}
+or:
+  openssl s_server -accept {port} -cert {cert} -key {key} -WWW
+
+For wwwproxy to trust it, and record it, add to its configuration (then: wwwproxy reload):
+  upstream_ca: {cert_path}
+  https_intercept: [{json.dumps(host)}]
+  connect_ports: [443, {port}]
+(only one upstream_ca file: to trust several, put their certificates in one file)"""
 
 
 def should_intercept(host: str, intercept: Sequence[str], bypass: Sequence[str]) -> bool:

@@ -751,12 +751,24 @@ async def send_continue(request: web.Request) -> None:
     request.writer.output_size = 0  # the answer's own size starts after it
 
 
+#: what the page for a server whose certificate does not verify adds: how to trust it
+UNTRUSTED_HINT = (
+    "If you trust this server (a test server with its own certificate, a company's "
+    "certificate authority), name a PEM file of its certificate or of the authority that "
+    "signed it in the configuration's <code>upstream_ca</code> (on the "
+    '<a href="/config/">configuration page</a>, or in the file and then '
+    "<code>wwwproxy reload</code>). <code>wwwproxy ca --test-cert HOST</code> makes such "
+    "a certificate for a local test server."
+)
+
+
 def upstream_error_page(exc: UpstreamError) -> web.Response:
     title = "Gateway timeout" if exc.status == 504 else "Bad gateway"
     return page_response(
         exc.status,
         title,
         f"Could not fetch <code>{html.escape(exc.url)}</code>: {html.escape(exc.reason)}.",
+        *([UNTRUSTED_HINT] if exc.untrusted else []),
         links=[("/control/", "Control page"), ("/outgoing/", "Outgoing queue")],
     )
 

@@ -13,7 +13,7 @@ import ipaddress
 import logging
 import secrets
 import ssl
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -136,6 +136,9 @@ class Services:
         self._own_hosts: set[str] = set()
         self._tls_for: Path | None = None  # the upstream_ca the engine's TLS context has
         self._tls_made = False
+        #: re-reads the configuration file as SIGHUP does (``/control/``'s reload), set by
+        #: ``wwwproxy serve``; it answers the problem that kept the old one, or None
+        self.reread_config: Callable[[], str | None] | None = None
         #: the cache's online-session log, once serve has started (None: not serving)
         self.sessions: SessionLog | None = None
         self._apply(config)

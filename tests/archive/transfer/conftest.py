@@ -99,22 +99,30 @@ def spool(tmp_path: Path) -> Spool:
     return Spool(root)
 
 
-def _cache_home() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+#: the person's cache directory, read when the tests are collected (tests/conftest.py gives
+#: each run an empty one after that): the wacz venv is kept there between runs
+_CACHE_HOME = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 
 
 @pytest.fixture(scope="session")
-def wacz_venv() -> Path:
+def wacz_venv(pytestconfig: pytest.Config) -> Path:
     """The Python of a virtual environment holding the ``wacz`` package: made under
-    ``~/.cache/wwwproxy-tests/`` on the first run (pip, from the package registry), reused
-    after.  A failed install fails the test that asked, saying why (never a skip)."""
-    home = _cache_home() / "wwwproxy-tests" / ("venv-" + WACZ_PACKAGE.replace("==", "-"))
+    ``~/.cache/wwwproxy-tests/`` on the first run (pip, from the package registry; the run says
+    so, as it takes a minute), reused after.  A failed install fails the test that asked,
+    saying why (never a skip)."""
+    home = _CACHE_HOME / "wwwproxy-tests" / ("venv-" + WACZ_PACKAGE.replace("==", "-"))
     python = home / "bin" / "python"
     done = home / ".installed"
     if done.exists() and python.exists():
         return python
     shutil.rmtree(home, ignore_errors=True)
     home.parent.mkdir(parents=True, exist_ok=True)
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(
+            f"\ninstalling {WACZ_PACKAGE} into {home} with pip for the export tests "
+            "(once; about a minute)"
+        )
     steps = (
         [sys.executable, "-m", "venv", str(home)],
         [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", WACZ_PACKAGE],
