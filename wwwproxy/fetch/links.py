@@ -89,7 +89,7 @@ REQUISITE_KINDS = frozenset(
 class Link(NamedTuple):
     """One link: its canonical URL (``URL.file``: the GET archive key), where it came from, and
     whether the page needs it to display (a requisite) rather than merely pointing to it.  (A
-    named tuple: made for each link of a page, in a fifth of a frozen dataclass's time.)"""
+    named tuple: one is made for each link of a page, far faster than a frozen dataclass.)"""
 
     url: str
     kind: str
@@ -330,7 +330,7 @@ def resolve_links(
     """Resolve (value, kind, requisite, is_css) items; one Link per URL at its first place,
     made a requisite if any occurrence is one (an ``<a>`` to an image the page also shows).
     ``max_links``: once that many links are found, a reference not seen yet is left unread
-    (a page of a million links would take minutes), and counted in ``left_out``."""
+    (a page of very many links would hold a crawl up), and counted in ``left_out``."""
     found: dict[str, Link] = {}
     # pages repeat their URLs a lot: what each value resolved to, in HTML and in CSS
     in_html: dict[str, str | None] = {}

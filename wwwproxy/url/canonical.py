@@ -383,7 +383,7 @@ def canonicalize(url: str | bytes, *, local_host: str = DEFAULT_LOCAL_HOST) -> U
 # A URL written as its own canonical form, as most links on a page are: http(s), a lower-case
 # ASCII host name of valid labels, maybe a port, a path and an optional query of bytes that
 # stay bare, no escapes, no userinfo, no fragment.  Only the checks no character class can
-# make are left to :func:`_written_parts`.
+# make are left to :func:`is_canonical_web_url`.
 _CANONICAL_AS_WRITTEN = re.compile(
     r"(https?)://"
     r"((?:[a-z0-9_\-]{1,63}\.)*[a-z0-9_\-]{1,63}\.?)"
