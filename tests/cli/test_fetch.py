@@ -181,6 +181,19 @@ def test_fetch_takes_the_cache_from_the_config(
     assert Store(tmp_path / "from-config").get(canonicalize(site.url("/frame2.html")))
 
 
+def test_fetch_takes_at_most_max_links_per_page_and_says_what_it_left(
+    tmp_path: Path, site: Site, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = tmp_path / "wwwproxy.yaml"
+    conf.write_text(f"cache: {tmp_path / 'cache'}\nmax_links_per_page: 7\n")
+    code, _, err = run(capsys, "fetch", "-c", conf, "--depth", "1", site.url("/"))
+    assert code == 0, err
+    assert f"links   {site.url('/')}: 9 references past max_links_per_page (7) unread\n" in err
+    assert "3 URLs: 3 fetched" in err
+    assert "9 link references not read on 1 page with more links than max_links_per_page:" in err
+    assert sorted(site.take_hits()) == ["/", "/a.html", "/robots.txt"]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

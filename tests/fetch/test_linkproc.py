@@ -99,3 +99,19 @@ def test_the_helper_starts_without_the_search_index():
         import wwwproxy.archive.search as search
 
         search.nothing  # noqa: B018
+
+
+def test_the_helper_takes_at_most_max_links_and_says_how_many_it_left():
+    page = PAGES[0]
+    whole = links_of([page])[0]
+    assert not isinstance(whole, ValueError) and len(whole) > 3
+    (here,) = links_of([page], max_links=3)
+    assert not isinstance(here, ValueError)
+    assert here == whole[:3] and here.left_out > 0
+    helper = LinkHelper(max_links=3)
+    try:
+        there = helper.links(page)
+        assert helper.pid not in (None, os.getpid())
+    finally:
+        helper.stop()
+    assert there == here and there.left_out == here.left_out

@@ -122,3 +122,43 @@ def test_css_extraction_is_total_and_canonical(text: str) -> None:
 def test_byte_input_is_total_and_canonical(data: bytes, encoding: str | None) -> None:
     check_links(extract_html_links(data, "http://example.com/", encoding=encoding))
     check_links(extract_css_links(data, "http://example.com/", encoding=encoding))
+
+
+# --- the bound on the links taken from one page ------------------------------------------------
+
+BOUNDED_PAGE = """<link rel=stylesheet href=s.css><a href=a.html>a</a> <a href=b.png>b</a>
+<a href='#top'>top</a> <a href=a.html>a again</a> <img src=c.png> <a href=d.html>d</a>
+<a href=c.png>the image</a> <a href=e.html>e</a> <a href=e.html>e again</a> <a href=''>self</a>
+<a href=f.html#x>f</a> <img src=b.png>"""
+
+
+def test_a_page_yields_at_most_max_links_and_counts_the_references_left_unread() -> None:
+    base = "http://example.com/d/index.html"
+    every = extract_html_links(BOUNDED_PAGE, base)
+    assert [link.url.rsplit("/", 1)[1] for link in every] == [
+        "s.css",
+        "a.html",
+        "b.png",
+        "c.png",
+        "d.html",
+        "e.html",
+        "f.html",
+    ]
+    assert every.left_out == 0
+    assert every[2] == Link("http://example.com/d/b.png", "img", True)  # (the last <img>)
+    bounded = extract_html_links(BOUNDED_PAGE, base, max_links=3)
+    # an occurrence past the bound of a link taken still makes it a requisite: b.png
+    assert bounded == every[:3]
+    # c.png, d.html, e.html (once), f.html#x: "#top", "" and a.html again are no more links
+    assert bounded.left_out == 4
+    bounded = extract_html_links(BOUNDED_PAGE, base, max_links=4)
+    assert bounded == every[:4] and bounded.left_out == 3
+    assert extract_html_links(BOUNDED_PAGE, base, max_links=7) == every
+    assert extract_html_links(BOUNDED_PAGE, base, max_links=7).left_out == 0
+
+
+def test_a_style_sheet_yields_at_most_max_links() -> None:
+    css = "@import 'a.css'; b { background: url(b.png) } i { background: url(c.png) }"
+    bounded = extract_css_links(css, "http://example.com/s.css", max_links=1)
+    assert [link.url for link in bounded] == ["http://example.com/a.css"]
+    assert bounded.left_out == 2

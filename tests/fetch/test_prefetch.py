@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from wwwproxy.archive.store import Store
 from wwwproxy.archive.warc import read_records
 from wwwproxy.config import Config, FreshnessRule
 from wwwproxy.fetch.prefetch import Prefetcher, fetch_queue
-from wwwproxy.fetch.progress import Progress
+from wwwproxy.fetch.progress import Progress, format_summary
 from wwwproxy.fetch.tasks import FetchOptions, Outcome, Summary
 from wwwproxy.http.policy import Mode
 from wwwproxy.url import canonicalize
@@ -592,3 +593,23 @@ async def test_listed_and_queued_urls_are_sent_as_written(tmp_path: Path) -> Non
                     assert f.read() == path.encode()
     finally:
         await runner.cleanup()
+
+
+async def test_a_page_with_more_links_than_max_links_per_page_leads_to_that_many(
+    tmp_path: Path, site: Site
+) -> None:
+    """The home page's first 7 links are its 6 requisites and a.html: the only hyperlink
+    followed; its 9 other references are counted, shown, and named in the summary."""
+    config = Config(cache=tmp_path / "cache", max_links_per_page=7)
+    stream = io.StringIO()
+    async with open_services(config) as services:
+        progress = Progress(stream, tty=False)
+        summary = await Prefetcher(services, FetchOptions(depth=1), progress).run([site.url("/")])
+    assert outcomes(summary, site) == {"/": F, "/robots.txt": F, "/a.html": F}
+    assert summary.links_left_out == {site.url("/"): 9}
+    line = f"links   {site.url('/')}: 9 references past max_links_per_page (7) unread\n"
+    assert line in stream.getvalue()
+    assert format_summary(summary).splitlines()[1:] == [
+        "9 link references not read on 1 page with more links than max_links_per_page:",
+        f"  {site.url('/')}: 9",
+    ]

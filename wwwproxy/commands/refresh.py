@@ -38,6 +38,9 @@ from .template import esc, fmt_time, hidden, link, table
 from .worker import in_worker
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..fetch.links import Link
     from ..recording.services import Services
 
 __all__ = ["FOLLOW", "GROUPS", "MAX_URLS", "RefreshJob", "page"]
@@ -177,11 +180,12 @@ class RefreshJob:
         if self.depth or self.groups:
             entry = await in_worker(services.store.get, start, prefer_good=services.prefers_good())
             if entry is not None and 200 <= entry.status < 300:
+                links: Sequence[Link] = []
                 try:
-                    links = await in_worker(page_links, entry, start.file)
+                    bound = services.config.max_links_per_page or None
+                    links = await in_worker(page_links, entry, start.file, max_links=bound)
                 except (ValueError, OSError) as exc:
                     self.error(f"{start.file}: links not read: {exc}")
-                    links = []
                 seed = Task(start.file, 0, Role.SEED, start.file)
                 targets += [t.url for t in next_tasks(seed, links, self.options())]
         headers = (("User-Agent", USER_AGENT), ("Accept", "*/*"))

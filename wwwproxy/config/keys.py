@@ -359,6 +359,12 @@ class Config:
         "URL patterns of the local network: fetched directly, offline too, never recorded (a list)",
     )
     urldb: Path = setting(Path("urldb"), values.as_path, "the URL database directory")
+    max_links_per_page: int = setting(
+        20000,
+        values.as_count,
+        "links a crawl (wwwproxy fetch, /refresh/, monitored URLs) takes from one page, in "
+        "document order; the rest are counted in its summary (0: no bound)",
+    )
     source: str = "<defaults>"  # the file read (not a key)
 
     @property

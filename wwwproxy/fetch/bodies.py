@@ -14,7 +14,7 @@ from ..http.content import ContentDecoder, charset_param
 from ..http.headers import get_header
 from .css_links import extract_css_links
 from .html_links import extract_html_links
-from .links import Link, is_css, is_html
+from .links import PageLinks, is_css, is_html
 
 __all__ = ["MAX_PARSE", "Recorded", "Response", "decoded_digest", "page_links", "read_decoded"]
 
@@ -63,19 +63,24 @@ def read_decoded(entry: Response, limit: int = MAX_PARSE) -> bytes:
     return bytes(out)
 
 
-def page_links(entry: Response, base: str, *, hyperlinks: bool = True) -> list[Link]:
+def page_links(
+    entry: Response, base: str, *, hyperlinks: bool = True, max_links: int | None = None
+) -> PageLinks:
     """The links of a cached HTML page or style sheet (none for other types), resolved
-    against ``base`` (blocking: call in a thread); ``hyperlinks`` False: only its requisites.
-    ValueError if the body cannot be decoded."""
+    against ``base`` (blocking: call in a thread); ``hyperlinks`` False: only its requisites;
+    ``max_links``: at most that many, the rest counted.  ValueError if the body cannot be
+    decoded."""
     content_type = get_header(entry.headers, "Content-Type")
     html, css = is_html(content_type), is_css(content_type)
     if not (html or css):
-        return []
+        return PageLinks()
     data = read_decoded(entry)
     charset = charset_param(content_type)
     if html:
-        return extract_html_links(data, base, encoding=charset, hyperlinks=hyperlinks)
-    return extract_css_links(data, base, encoding=charset)
+        return extract_html_links(
+            data, base, encoding=charset, hyperlinks=hyperlinks, max_links=max_links
+        )
+    return extract_css_links(data, base, encoding=charset, max_links=max_links)
 
 
 def decoded_digest(stream: BinaryIO, content_encoding: str | None) -> tuple[int, str]:

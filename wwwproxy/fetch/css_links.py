@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import re
 
-from .links import Link, decode_bom, decode_text, is_utf, page_base, resolve_links, web_codec
+from .links import (
+    PageLinks,
+    decode_bom,
+    decode_text,
+    is_utf,
+    page_base,
+    resolve_links,
+    web_codec,
+)
 
 __all__ = ["css_items", "extract_css_links"]
 
@@ -235,15 +243,20 @@ def css_items(css: str) -> list[tuple[str, str, bool, bool]]:
 
 
 def extract_css_links(
-    css: str | bytes, base_url: str, *, encoding: str | None = None
-) -> list[Link]:
+    css: str | bytes,
+    base_url: str,
+    *,
+    encoding: str | None = None,
+    max_links: int | None = None,
+) -> PageLinks:
     """Every URL a style sheet loads (``@import`` and ``url()``), all requisites.
 
     Bytes are decoded by BOM, then ``encoding`` (the Content-Type charset), then a leading
-    ``@charset``, else UTF-8. Never raises on bad input.
+    ``@charset``, else UTF-8. ``max_links``: at most that many, the rest counted. Never
+    raises on bad input.
     """
     if isinstance(css, (bytes, bytearray, memoryview)):
         text = _decode_css(bytes(css), encoding)
     else:
         text = css
-    return resolve_links(css_items(text), page_base(base_url), None)
+    return resolve_links(css_items(text), page_base(base_url), None, max_links)

@@ -10,7 +10,7 @@ import re
 from ..http.html_tokens import start_tags, tag_attributes
 from .css_links import css_items
 from .links import (
-    Link,
+    PageLinks,
     canonical_link,
     decode_bom,
     decode_text,
@@ -305,8 +305,13 @@ def _scan(text: str, collector: _Collector, *, pass_over: bool = True) -> None:
 
 
 def extract_html_links(
-    html: str | bytes, base_url: str, *, encoding: str | None = None, hyperlinks: bool = True
-) -> list[Link]:
+    html: str | bytes,
+    base_url: str,
+    *,
+    encoding: str | None = None,
+    hyperlinks: bool = True,
+    max_links: int | None = None,
+) -> PageLinks:
     """Every link and requisite of an HTML page, canonical, first occurrence first.
     ``hyperlinks`` False: the requisites only (a page at the crawl's last level: its links
     are not followed), the same as those of the whole list, found in less time.
@@ -315,7 +320,8 @@ def extract_html_links(
     over when it is an http(s) URL. ``encoding`` is the page's encoding as the Content-Type
     says: bytes are decoded by BOM, then ``encoding``, then a ``<meta>`` charset in the first
     1024 bytes, else UTF-8 (with replacement). For ``str`` input ``encoding`` only sets how a
-    non-ASCII query is percent-encoded. Never raises on bad input.
+    non-ASCII query is percent-encoded. ``max_links``: at most that many links, the
+    references past them counted (:class:`~.links.PageLinks`). Never raises on bad input.
     """
     if isinstance(html, (bytes, bytearray, memoryview)):
         text, codec = _decode_html(bytes(html), encoding)
@@ -327,4 +333,4 @@ def extract_html_links(
     base = page_base(base_url)
     if collector.base_href is not None:
         base = canonical_link(collector.base_href, base, query_codec) or base
-    return resolve_links(collector.items, base, query_codec)
+    return resolve_links(collector.items, base, query_codec, max_links)

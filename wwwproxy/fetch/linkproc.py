@@ -7,13 +7,14 @@ there or, when the helper cannot, here.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Sequence
 from typing import cast
 
 from ..archive.search.helper import Helper, serve
 from .bodies import Recorded, page_links
-from .links import Link
+from .links import Link, PageLinks
 
 __all__ = ["LinkHelper", "Page", "links_of"]
 
@@ -22,50 +23,64 @@ _MODULE = "wwwproxy.fetch.linkproc"
 #: a recorded response's payload (as recorded, Content-Encoded), its headers, the page's URL,
 #: and whether its hyperlinks are wanted (else its requisites only)
 Page = tuple[bytes, Sequence[tuple[str, str]], str, bool]
-#: pages as they cross the pipe to the helper (marshal keeps these types)
-_Wire = list[tuple[bytes, list[tuple[str, str]], str, bool]]
+#: pages as they cross the pipe to the helper (marshal keeps these types), each with the
+#: bound on the links taken from it
+_Wire = list[tuple[bytes, list[tuple[str, str]], str, bool, int | None]]
 
 
-def links_of(pages: Sequence[Page]) -> list[list[Link] | ValueError]:
-    """The links of each page (:func:`~.bodies.page_links`), a failure in its place."""
-    out: list[list[Link] | ValueError] = []
+def links_of(pages: Sequence[Page], max_links: int | None = None) -> list[PageLinks | ValueError]:
+    """The links of each page (:func:`~.bodies.page_links`, at most ``max_links`` of each),
+    a failure in its place."""
+    out: list[PageLinks | ValueError] = []
     for body, headers, base, hyperlinks in pages:
         entry = Recorded(200, "", tuple(headers), len(body), body)
         try:
-            out.append(page_links(entry, base, hyperlinks=hyperlinks))
+            out.append(page_links(entry, base, hyperlinks=hyperlinks, max_links=max_links))
         except ValueError as exc:
             out.append(exc)
     return out
 
 
-def _encode(pages: Sequence[Page]) -> _Wire:
-    return [(bytes(b), [(n, v) for n, v in hs], str(u), bool(f)) for b, hs, u, f in pages]
-
-
-def _answer(request: object) -> object:
-    """In the helper: each page's links as ``(url, kind, requisite)`` triples, a failure as
-    its message."""
-    # what _encode sent: the helper's pipe hands it over untyped (object)
-    wire = cast(_Wire, request)
-    pages = [(bytes(b), [(n, v) for n, v in hs], u, f) for b, hs, u, f in wire]
+def _encode(pages: Sequence[Page], max_links: int | None = None) -> _Wire:
     return [
-        str(r) if isinstance(r, ValueError) else [(k.url, k.kind, k.requisite) for k in r]
-        for r in links_of(pages)
+        (bytes(b), [(n, v) for n, v in hs], str(u), bool(f), max_links) for b, hs, u, f in pages
     ]
 
 
-def _decode(values: object, pages: Sequence[Page]) -> list[list[Link] | ValueError]:
+def _answer(request: object) -> object:
+    """In the helper: each page's links as ``(url, kind, requisite)`` triples with the count
+    left out past the bound, a failure as its message."""
+    # what _encode sent: the helper's pipe hands it over untyped (object)
+    wire = cast(_Wire, request)
+    out: list[object] = []
+    for body, headers, base, hyperlinks, max_links in wire:
+        page = (bytes(body), [(n, v) for n, v in headers], base, hyperlinks)
+        (r,) = links_of([page], max_links)
+        if isinstance(r, ValueError):
+            out.append(str(r))
+        else:
+            out.append(([(k.url, k.kind, k.requisite) for k in r], r.left_out))
+    return out
+
+
+def _decode(values: object, pages: Sequence[Page]) -> list[PageLinks | ValueError]:
     if not isinstance(values, list) or len(values) != len(pages):
         raise ValueError("the answer does not fit the request")
-    out: list[list[Link] | ValueError] = []
+    out: list[PageLinks | ValueError] = []
     for value in values:
         if isinstance(value, str):
             out.append(ValueError(value))
             continue
-        if not isinstance(value, list):
+        if not (
+            isinstance(value, tuple)
+            and len(value) == 2
+            and isinstance(value[0], list)
+            and isinstance(value[1], int)
+        ):
             raise ValueError("the answer holds something that is no list of links")
-        links = []
-        for triple in value:
+        triples, left_out = value
+        links = PageLinks(left_out=left_out)
+        for triple in triples:
             if not (
                 isinstance(triple, tuple)
                 and len(triple) == 3
@@ -79,13 +94,21 @@ def _decode(values: object, pages: Sequence[Page]) -> list[list[Link] | ValueErr
     return out
 
 
-class LinkHelper(Helper[Page, "list[Link] | ValueError"]):
-    """The link helper of one crawl (its link-reading threads take turns)."""
+class LinkHelper(Helper[Page, "PageLinks | ValueError"]):
+    """The link helper of one crawl (its link-reading threads take turns), taking at most
+    ``max_links`` links from a page."""
 
-    def __init__(self, argv: Sequence[str] | None = None) -> None:
-        super().__init__("link", _MODULE, encode=_encode, decode=_decode, local=links_of, argv=argv)
+    def __init__(self, argv: Sequence[str] | None = None, *, max_links: int | None = None) -> None:
+        super().__init__(
+            "link",
+            _MODULE,
+            encode=functools.partial(_encode, max_links=max_links),
+            decode=_decode,
+            local=functools.partial(links_of, max_links=max_links),
+            argv=argv,
+        )
 
-    def links(self, page: Page) -> list[Link]:
+    def links(self, page: Page) -> PageLinks:
         """The links of one page; ValueError if its body cannot be decoded."""
         (result,) = self.call([page])
         if isinstance(result, ValueError):

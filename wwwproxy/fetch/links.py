@@ -38,14 +38,22 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import urljoin
 
-from wwwproxy.url.canonical import InvalidURL, canonicalize
+from wwwproxy.url.canonical import (
+    InvalidURL,
+    canonicalize,
+    is_canonical_web_url,
+    remove_dot_segments,
+)
 
 __all__ = [
     "REQUISITE_KINDS",
     "Link",
+    "PageLinks",
     "canonical_link",
     "decode_bom",
     "decode_text",
@@ -78,10 +86,10 @@ REQUISITE_KINDS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Link:
+class Link(NamedTuple):
     """One link: its canonical URL (``URL.file``: the GET archive key), where it came from, and
-    whether the page needs it to display (a requisite) rather than merely pointing to it."""
+    whether the page needs it to display (a requisite) rather than merely pointing to it.  (A
+    named tuple: one is made for each link of a page, far faster than a frozen dataclass.)"""
 
     url: str
     kind: str
@@ -117,31 +125,104 @@ def _clean(ref: str) -> str:
     return ref
 
 
-def _absolute(ref: str, base: str | None) -> str | None:
-    """Resolve ``ref`` as a browser would; None unless the result is an http(s) URL."""
-    ref = _clean(ref)
-    if not ref or ref.startswith("#"):
-        return None  # nothing, or this very page
-    base_scheme = base.partition(":")[0] if base else None
-    m = _SCHEME.match(ref)
+@dataclass(frozen=True, slots=True)
+class _Base:
+    """A page's base URL (canonical, http(s)) and what resolving a reference against it
+    reads, worked out once a page rather than once a link."""
+
+    url: str
+    scheme: str
+    #: ``proto://[userinfo@]host[:port]``: what an absolute path is put after ("" if none)
+    origin: str
+    #: the URL without its query, what a ``?query`` is put after ("": left to urljoin, which
+    #: drops an empty ``;`` parameter)
+    path: str
+    #: the URL up to its path's last ``/``, what a relative path is put after ("": left to
+    #: urljoin, which merges ``//`` in it)
+    directory: str
+
+    @classmethod
+    def of(cls, base: str | None) -> _Base | None:
+        if not base:
+            return None
+        slashes = base.find("//")
+        origin_end = base.find("/", slashes + 2) if slashes >= 0 else -1
+        if origin_end < 0:
+            return cls(base, base.partition(":")[0], "", "", "")
+        path = base.partition("?")[0]
+        directory = _directory(base) or ""
+        plain = "//" not in directory[origin_end:] and "/." not in directory
+        return cls(
+            base,
+            base.partition(":")[0],
+            base[:origin_end],
+            "" if path.endswith(";") else path,
+            directory if plain else "",
+        )
+
+
+def _absolute(ref: str, base: _Base | None) -> str | None:
+    """Resolve ``ref`` (cleaned: not empty, no fragment only) as a browser would; None unless
+    the result is an http(s) URL."""
+    base_scheme = base.scheme if base else None
+    m = _SCHEME.match(ref) if ":" in ref else None
     if m:
         scheme = m.group(1).lower()
         if scheme not in _WEB:
             return None  # javascript:, data:, mailto:, tel:, about:, blob:, ftp:, ...
-        rest = _slashes(ref[m.end() :])
+        rest = ref[m.end() :]
+        if "\\" in rest:
+            rest = _slashes(rest)
         if scheme != base_scheme or rest.startswith("//"):
             return f"{scheme}://{rest.lstrip('/')}"  # any number of slashes, as browsers
         ref = rest  # "http:foo" on an http page is relative (WHATWG)
     else:
         if base is None:
             return None
-        ref = _slashes(ref)
+        if "\\" in ref:
+            ref = _slashes(ref)
         if ref.startswith("//"):
             return f"{base_scheme}://{ref.lstrip('/')}"
+    if base is None:
+        return None  # (not reached: a scheme like the base's needs a base)
+    joined = _join_plain(base, ref)
+    if joined is not None:
+        return joined
     try:
-        return urljoin(base or "", ref)
+        return urljoin(base.url, ref)
     except ValueError:  # e.g. an unbalanced "[" in the host
         return None
+
+
+def _join_plain(base: _Base, ref: str) -> str | None:
+    """``urljoin(base.url, ref)`` by putting strings together, for the references where that
+    gives the same canonical URL (a property test compares them): a ``ref`` without scheme,
+    authority or fragment that ``urljoin`` would not rewrite (it drops an empty ``;``
+    parameter, merges ``//`` in a relative path, keeps the base's query for a lone ``?``,
+    removes dot segments before escapes are decoded and after cutting off the last segment's
+    ``;parameter``, so dot segments with ``%``, ``;`` or ``//`` are left to it).  None for any
+    other: ``urljoin`` decides."""
+    if not ref or "#" in ref or ref[0] <= " ":
+        return None  # (urljoin strips a leading space or control, left after "http:")
+    first = ref[0]
+    if first == "?":
+        return base.path + ref if base.path and ref != "?" else None
+    qmark = ref.find("?")
+    path, query = (ref, "") if qmark < 0 else (ref[:qmark], ref[qmark:])
+    if query == "?":
+        query = ""  # as urljoin drops it (and with it, "a ?" ends in a space, stripped)
+    if first == ";" or path.endswith(";") or not base.origin:
+        return None
+    dotted = first == "." or "/." in path
+    if dotted and ("%" in path or "//" in path or ";" in path):
+        return None  # ("..;p" is ".." to urljoin, whose ".." above the root makes "//a" "/a")
+    if first != "/":
+        if not base.directory or "//" in path or ":" in path.partition("/")[0]:
+            return None  # "//" merged, or "a:b" read as a scheme
+        path = base.directory[len(base.origin) :] + path
+    if dotted:
+        path = remove_dot_segments(path)
+    return base.origin + path + query
 
 
 def _encode_query(url: str, codec: str) -> str:
@@ -168,11 +249,23 @@ def _encode_query(url: str, codec: str) -> str:
 
 
 def canonical_link(ref: str, base: str | None, query_codec: str | None) -> str | None:
+    """The canonical URL (``URL.file``) ``ref`` on a page at ``base`` leads to; None for
+    nothing, the page itself or anything but an http(s) URL."""
+    ref = _clean(ref)
+    if not ref or ref[0] == "#":
+        return None  # nothing, or this very page
+    return _canonical(ref, _Base.of(base), query_codec)
+
+
+def _canonical(ref: str, base: _Base | None, query_codec: str | None) -> str | None:
+    """:func:`canonical_link` of a cleaned ``ref``, neither empty nor a fragment."""
     absolute = _absolute(ref, base)
     if absolute is None:
         return None
     if query_codec is not None:
         absolute = _encode_query(absolute, query_codec)
+    if is_canonical_web_url(absolute):
+        return absolute  # what canonicalize(absolute).file is, without the general parser
     try:
         url = canonicalize(absolute)
     except InvalidURL:
@@ -218,31 +311,56 @@ def _directory(base: str | None) -> str | None:
     return base[: base.rfind("/", 0, path_end if path_end >= 0 else len(base)) + 1]
 
 
+class PageLinks(list[Link]):
+    """The links of one page, first occurrence first; ``left_out``: how many more distinct
+    references (values of ``href``, ``src``, ``url()`` ...) the page holds past the bound on
+    the links taken from it, left unread."""
+
+    def __init__(self, links: Iterable[Link] = (), left_out: int = 0) -> None:
+        super().__init__(links)
+        self.left_out = left_out
+
+
 def resolve_links(
-    items: list[tuple[str, str, bool, bool]], base: str | None, query_codec: str | None
-) -> list[Link]:
+    items: list[tuple[str, str, bool, bool]],
+    base: str | None,
+    query_codec: str | None,
+    max_links: int | None = None,
+) -> PageLinks:
     """Resolve (value, kind, requisite, is_css) items; one Link per URL at its first place,
-    made a requisite if any occurrence is one (an ``<a>`` to an image the page also shows)."""
+    made a requisite if any occurrence is one (an ``<a>`` to an image the page also shows).
+    ``max_links``: once that many links are found, a reference not seen yet is left unread
+    (a page of very many links would hold a crawl up), and counted in ``left_out``."""
     found: dict[str, Link] = {}
     # pages repeat their URLs a lot: what each value resolved to, in HTML and in CSS
     in_html: dict[str, str | None] = {}
     in_style: dict[str, str | None] = {}
+    left_out: set[tuple[str, bool]] = set()
     shared = _SHARED
+    page = _Base.of(base)
     base_dir = _directory(base)
     for value, kind, requisite, in_css in items:
         resolved = in_style if in_css else in_html
         url = resolved.get(value, _UNRESOLVED)
         if url is _UNRESOLVED:
+            if max_links is not None and len(found) >= max_links:
+                ref = _clean(value)
+                if ref and ref[0] != "#":  # (nothing, or the page itself: never a link)
+                    left_out.add((value, in_css))
+                continue
             codec = None if in_css else query_codec
             ref = _clean(value)
             if not ref or ref[0] == "#":
                 url = None  # nothing, or this very page
             else:
-                ref, context = _shared_key(ref, base, base_dir)
+                if "#" in ref or ":" in ref or ref[0] in "?;":
+                    ref, context = _shared_key(ref, base, base_dir)
+                else:
+                    context = base_dir  # a relative path (the most common case, at once)
                 key = (ref, context, codec)
                 url = shared.get(key, _UNRESOLVED)
                 if url is _UNRESOLVED:
-                    url = canonical_link(ref, base, codec)
+                    url = _canonical(ref, page, codec)
                     if len(shared) >= _SHARED_MAX:
                         shared.clear()
                     shared[key] = url
@@ -252,7 +370,7 @@ def resolve_links(
         prev = found.get(url)
         if prev is None or (requisite and not prev.requisite):
             found[url] = Link(url, kind, requisite)
-    return list(found.values())
+    return PageLinks(found.values(), len(left_out))
 
 
 # --- character encodings -------------------------------------------------------------------

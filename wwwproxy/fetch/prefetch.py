@@ -18,6 +18,8 @@ Rules (decisions where the issue was silent are marked *):
   that level too.  A URL is fetched once per run, at the lowest level it is reached at
   (reached again lower, its links are followed again from the cache), so the set fetched does
   not depend on timing.  ``max_urls`` caps the URLs one run takes on (``/refresh/``: 200).
+  The config's ``max_links_per_page`` bounds the links taken from one page (in document
+  order); the references past it are counted in the summary and shown by the progress.
 * **Scope** (hyperlinks only): ``host`` (same host name as the listed URL the link was reached
   from), ``domain`` (same registrable domain), ``any``, or ``prefix``: under one of the URL
   prefixes in ``limits`` (which names the host itself).  *Requisites are fetched from any
@@ -79,7 +81,7 @@ from ..recording.upstream import UpstreamError
 from ..url import URL, InvalidURL, canonicalize, wire_target
 from .bodies import Recorded, Response, page_links, read_decoded
 from .linkproc import LinkHelper
-from .links import Link, is_css, is_html
+from .links import PageLinks, is_css, is_html
 from .progress import Progress
 from .robots import RobotsRules, parse_robots, robots_url
 from .tasks import (
@@ -145,7 +147,8 @@ class Prefetcher:
         self._hosts: dict[str, _Host] = {}
         self._robots: dict[str, asyncio.Future[RobotsRules]] = {}
         self._work: asyncio.Queue[Task] = asyncio.Queue()
-        self._link_helper = LinkHelper()
+        self._max_links = services.config.max_links_per_page or None
+        self._link_helper = LinkHelper(max_links=self._max_links)
         self._pages_read = 0
 
     # -- running --
@@ -405,13 +408,14 @@ class Prefetcher:
             raise ValueError("it is not in the cache")
         return read_decoded(readable, 512 * 1024)
 
-    def _links(self, url: URL, entry: Response, hyperlinks: bool) -> list[Link]:
-        """The links of a page or style sheet (blocking); ``hyperlinks`` False: its
-        requisites only.  Past the run's first pages, a page just recorded is read in the
-        link helper, on another core (a short run does not start one)."""
+    def _links(self, url: URL, entry: Response, hyperlinks: bool) -> PageLinks:
+        """The links of a page or style sheet (blocking), at most ``max_links_per_page``;
+        ``hyperlinks`` False: its requisites only.  Past the run's first pages, a page just
+        recorded is read in the link helper, on another core (a short run does not start
+        one)."""
         readable = self._readable(url, entry)
         if readable is None:
-            return []
+            return PageLinks()
         self._pages_read += 1
         if (
             isinstance(readable, Recorded)
@@ -420,7 +424,7 @@ class Prefetcher:
         ):
             page = (readable.body, readable.headers, url.file, hyperlinks)
             return self._link_helper.links(page)
-        return page_links(readable, url.file, hyperlinks=hyperlinks)
+        return page_links(readable, url.file, hyperlinks=hyperlinks, max_links=self._max_links)
 
     @staticmethod
     def _result(url: URL, entry: CachedEntry | Recorded, *, fetched: bool) -> Result:
@@ -464,6 +468,9 @@ class Prefetcher:
         except (ValueError, OSError) as exc:
             log.warning("%s: links not followed: %s", url.file, exc)
             return
+        if links.left_out:
+            self.summary.links_left_out[url.file] = links.left_out
+            self.progress.links_left_out(url.file, links.left_out, self._max_links or 0)
         # a URL already taken on at this level or lower gains nothing (_discover drops it):
         # left out before the scope rules, which parse every URL; most of a site's links are
         # to pages it has taken on already

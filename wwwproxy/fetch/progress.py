@@ -8,6 +8,7 @@ they stay on screen.  Not on a terminal (a log, a pipe, cron), each finished URL
     fresh   200 http://example.com/style.css
     FAILED  404 http://example.com/missing: HTTP 404 Not Found
     robots  http://example.com/private/: disallowed by robots.txt
+    links   http://example.com/big.html: 180000 references past max_links_per_page (20000) unread
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ from typing import TextIO
 
 from .tasks import Outcome, Result, Summary
 
-__all__ = ["REDRAW", "Counts", "Progress", "format_bytes", "format_summary", "result_line"]
+__all__ = [
+    "REDRAW",
+    "Counts",
+    "Progress",
+    "format_bytes",
+    "format_summary",
+    "left_out_line",
+    "result_line",
+]
 
 REDRAW = 10.0  # times a second, at most
 
@@ -61,6 +70,11 @@ def result_line(result: Result) -> str:
     if result.outcome is Outcome.ROBOTS:
         return f"robots  {result.label}: {result.problem}"
     return f"FAILED  {status}{result.label}: {result.problem}"
+
+
+def left_out_line(label: str, left_out: int, bound: int) -> str:
+    """The line for a page with more links than ``max_links_per_page`` (``bound``)."""
+    return f"links   {label}: {left_out} references past max_links_per_page ({bound}) unread"
 
 
 class Progress:
@@ -128,6 +142,17 @@ class Progress:
         else:
             self._draw()
 
+    def links_left_out(self, label: str, left_out: int, bound: int) -> None:
+        """A page had more links than ``bound``: ``left_out`` more references were not read."""
+        if self.stream is None:
+            return
+        self._clear()
+        self.stream.write(left_out_line(label, left_out, bound) + "\n")
+        if self.tty:
+            self._draw(force=True)
+        else:
+            self.stream.flush()
+
     # -- display --
 
     def rate(self) -> float:
@@ -189,6 +214,14 @@ def format_summary(summary: Summary) -> str:
     if c["robots"]:
         head += f", {c['robots']} disallowed by robots.txt"
     lines = [head]
+    left_out = summary.links_left_out
+    if left_out:
+        pages = len(left_out)
+        lines.append(
+            f"{sum(left_out.values())} link references not read on {pages} "
+            f"page{'s' if pages != 1 else ''} with more links than max_links_per_page:"
+        )
+        lines += [f"  {label}: {n}" for label, n in left_out.items()]
     failures = summary.failed
     if failures:
         lines.append("failed:")

@@ -141,6 +141,8 @@ class Summary:
     elapsed: float = 0.0
     #: URLs found but left out: the run had taken on ``max_urls`` already
     capped: int = 0
+    #: pages with more links than ``max_links_per_page``: how many references were left unread
+    links_left_out: dict[str, int] = field(default_factory=dict)
 
     @property
     def bytes(self) -> int:

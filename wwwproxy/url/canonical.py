@@ -26,6 +26,7 @@ __all__ = [
     "URL",
     "InvalidURL",
     "canonicalize",
+    "is_canonical_web_url",
     "percent_decode",
     "split_url",
     "to_byte_chars",
@@ -193,14 +194,14 @@ def _ipv4_number(part: str) -> int | None:
     return int(part, radix)
 
 
+# a last label :func:`_ipv4_number` reads as a number (decimal, octal or not, ``0x`` hex)
+_NUMBER_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*")
+
+
 def _ends_in_number(host: str) -> bool:
-    parts = host.split(".")
-    if parts[-1] == "" and len(parts) > 1:
-        parts.pop()
-    last = parts[-1]
-    if last and all(c in "0123456789" for c in last):
-        return True
-    return _ipv4_number(last) is not None
+    """WHATWG: a host whose last label (before one trailing dot) is a number is IPv4."""
+    name = host[:-1] if host.endswith(".") else host
+    return _NUMBER_LABEL.fullmatch(name.rpartition(".")[2]) is not None
 
 
 def _parse_ipv4(url: str | bytes, host: str) -> str:
@@ -408,8 +409,66 @@ def canonicalize(url: str | bytes, *, local_host: str = DEFAULT_LOCAL_HOST) -> U
     return _canonicalize(url, local_host)
 
 
+# A URL written as its own canonical form, as most links on a page are: http(s), a lower-case
+# ASCII host name of valid labels, maybe a port, a path and an optional query of bytes that
+# stay bare, no escapes, no userinfo, no fragment.  Only the checks no character class can
+# make are left to :func:`is_canonical_web_url`.
+_CANONICAL_AS_WRITTEN = re.compile(
+    r"(https?)://"
+    r"((?:[a-z0-9_\-]{1,63}\.)*[a-z0-9_\-]{1,63}\.?)"
+    r"(?::([1-9][0-9]{0,4}))?"
+    r"(/[A-Za-z0-9!$()*+,\-./:;=_~]*)"
+    r"(?:\?([A-Za-z0-9!$()*,\-./:_|~&=;+?]+))?"
+)
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_name(host: str) -> bool:
+    """Is ``host`` (of valid labels) a name, neither too long nor an IPv4 address?  Asked
+    for each link, mostly of a few hosts."""
+    return len(host) - host.endswith(".") <= 253 and not _ends_in_number(host)
+
+
+def is_canonical_web_url(url: str) -> bool:
+    """Is ``url`` an http(s) URL that is its own canonical form (``canonicalize(url).file ==
+    url``, neither local nor with userinfo)?  Most links on a page are, once resolved: this
+    tells in a regular expression's time what the general parser takes far longer to; False
+    says nothing (ask :func:`canonicalize`).  A property test compares the two."""
+    m = _CANONICAL_AS_WRITTEN.fullmatch(url)
+    if m is None:
+        return False
+    proto, host, port, path, args = m.groups()
+    if port is not None and ((len(port) == 5 and int(port) > 65535) or port in ("80", "443")):
+        return False  # out of range, or a default port (http's and https's, to be short)
+    return (
+        "/." not in path  # maybe dot segments
+        and (args is None or "&amp;" not in args)  # an entity to replace
+        and _plain_name(host)  # too long, or an IPv4 address
+    )
+
+
+def _as_written(url: str) -> URL | None:
+    """The :class:`URL` of a ``url`` canonical as written (:func:`is_canonical_web_url`), or
+    None; the same as :func:`_parse` gives."""
+    if not is_canonical_web_url(url):
+        return None
+    m = _CANONICAL_AS_WRITTEN.fullmatch(url)
+    assert m is not None
+    proto, host, port, path, args = m.groups()
+    return URL(proto, None, None, host, None if port is None else int(port), path, args, url, url)
+
+
 @functools.lru_cache(maxsize=4096)
 def _canonicalize(url: str | bytes, local_host: str) -> URL:
+    if isinstance(url, str):
+        written = _as_written(url)
+        if written is not None:
+            return written
+    return _parse(url, local_host)
+
+
+def _parse(url: str | bytes, local_host: str) -> URL:
+    """The general parser: every rule of the contract, for any input."""
     proto, authority, rest = split_url(to_byte_chars(url))
     user = password = None
     at = authority.rfind("@")
