@@ -3,6 +3,8 @@ one, what a connectivity check is answered offline, and which offline misses are
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from wwwproxy.http.background import (
@@ -12,6 +14,7 @@ from wwwproxy.http.background import (
     background_endpoint,
     queue_refusal,
 )
+from wwwproxy.http.background_reference import reference
 from wwwproxy.http.filters import Filters, parse_pattern
 from wwwproxy.url import canonicalize
 
@@ -231,3 +234,11 @@ def test_which_offline_misses_are_queued(
     assert isinstance(refusal, Refusal)
     assert (refusal.listed_in, refusal.pattern) == expected
     assert (refusal.endpoint is not None) == (refusal.listed_in == "queue_background")
+
+
+def test_the_committed_list_for_people_is_what_the_data_generates() -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs" / "background-requests.md"
+    assert docs.read_text(encoding="utf-8") == reference(), (
+        "regenerate it: python -m wwwproxy.http.background_reference > docs/background-requests.md"
+    )
+    assert all(f"`{e.pattern}`" in reference() for e in ENDPOINTS)

@@ -14,17 +14,21 @@ import pytest
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 RUN_TIMEOUT = 60
-#: headless, and none of the browser's own services on the network
-HEADLESS_FLAGS = (
+#: headless, with the browser's own services (updates, time, hints ...) as a user has them
+BACKGROUND_ON_FLAGS = (
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
     "--disable-quic",
     "--no-first-run",
+    "--disable-dev-shm-usage",
+)
+#: headless, and none of the browser's own services on the network
+HEADLESS_FLAGS = (
+    *BACKGROUND_ON_FLAGS,
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--disable-dev-shm-usage",
     "--no-pings",
     "--disable-domain-reliability",
     "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,Translate,MediaRouter",
@@ -66,12 +70,13 @@ async def run(*args: str, env: dict[str, str] | None = None) -> str:
     return out.decode("utf-8", "replace")
 
 
-def chromium_args(profile: Path, proxy_port: int) -> list[str]:
+def chromium_args(profile: Path, proxy_port: int, *, background: bool = False) -> list[str]:
     """Headless Chromium with a fresh ``profile``, sending every URL (loopback too) through the
-    proxy on ``proxy_port`` and as few requests of its own as its flags allow."""
+    proxy on ``proxy_port`` and as few requests of its own as its flags allow (``background``:
+    as many as a user's browser sends)."""
     return [
         find_chromium(),
-        *HEADLESS_FLAGS,
+        *(BACKGROUND_ON_FLAGS if background else HEADLESS_FLAGS),
         f"--user-data-dir={profile}",
         f"--proxy-server=http://127.0.0.1:{proxy_port}",
         "--proxy-bypass-list=<-loopback>",  # proxy loopback URLs too (they bypass by default)
