@@ -7,7 +7,9 @@ browser test fails, saying so.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,40 @@ def chromium_args(profile: Path, proxy_port: int, *, background: bool = False) -
         f"--proxy-server=http://127.0.0.1:{proxy_port}",
         "--proxy-bypass-list=<-loopback>",  # proxy loopback URLs too (they bypass by default)
     ]
+
+
+@contextlib.asynccontextmanager
+async def hermetic_chromium(
+    profile: Path, proxy_port: int, *, background: bool = False
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """Headless Chromium on ``about:blank`` through the proxy (:func:`chromium_args`), resolving
+    no name itself and listening for DevTools (:func:`devtools_endpoint`); killed at the end."""
+    args = [
+        *chromium_args(profile, proxy_port, background=background),
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+        "--remote-debugging-port=0",
+        "about:blank",
+    ]
+    process = await asyncio.create_subprocess_exec(
+        *args, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+    )
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+
+
+async def devtools_endpoint(
+    profile: Path, process: asyncio.subprocess.Process, timeout: float
+) -> tuple[str, str]:
+    """The DevTools port and browser WebSocket path Chromium wrote into ``profile``."""
+    port_file = profile / "DevToolsActivePort"
+    async with asyncio.timeout(timeout):
+        while not port_file.exists() or len(port_file.read_text().split()) < 2:
+            if process.returncode is not None:
+                pytest.fail(f"chromium exited {process.returncode}")
+            await asyncio.sleep(0.1)
+    port, path = port_file.read_text().split()[:2]
+    return port, path

@@ -22,9 +22,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import aiohttp
-import pytest
 
-from .chromium import chromium_args
+from .chromium import devtools_endpoint, hermetic_chromium
 
 PAGES = ("/page.html", "/etag", "/chunked")
 #: seconds between navigations: three of them make about a minute
@@ -36,27 +35,9 @@ STEP_TIMEOUT = 20
 async def chromium(tmp_path: Path, proxy_port: int) -> AsyncIterator[str]:
     """Headless Chromium with its background networking on; yields its DevTools address."""
     profile = tmp_path / "chromium-profile"
-    args = [
-        *chromium_args(profile, proxy_port, background=True),
-        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-        "--remote-debugging-port=0",
-        "about:blank",
-    ]
-    process = await asyncio.create_subprocess_exec(
-        *args, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
-    )
-    try:
-        port_file = profile / "DevToolsActivePort"
-        async with asyncio.timeout(STEP_TIMEOUT):
-            while not port_file.exists() or len(port_file.read_text().split()) < 2:
-                if process.returncode is not None:
-                    pytest.fail(f"chromium exited {process.returncode}")
-                await asyncio.sleep(0.1)
-        yield f"http://127.0.0.1:{port_file.read_text().split()[0]}"
-    finally:
-        if process.returncode is None:
-            process.kill()
-        await process.wait()
+    async with hermetic_chromium(profile, proxy_port, background=True) as process:
+        port, _ = await devtools_endpoint(profile, process, STEP_TIMEOUT)
+        yield f"http://127.0.0.1:{port}"
 
 
 async def open_tab(devtools: str, url: str) -> None:
