@@ -124,6 +124,8 @@ async def test_a_request_failing_n_times_leaves_the_queue_listed_once(make_proxy
     assert len(proxy.outgoing()) == 1
     (entry,) = (await command_json(proxy, "/index/lastout/"))["urls"]
     assert entry["url"] == dead and entry["dropped"] is False
+    (waiting,) = (await command_json(proxy, "/outgoing/"))["requests"]
+    assert waiting["url"] == dead and waiting["failures"] == 1
 
     status = await proxy.control(mode="online", action="fetch")  # the second: it leaves
     assert "1 failed" in status["message"]
