@@ -70,3 +70,32 @@ def test_malformed_files_are_reported_not_fatal(tmp_path: Path, content: bytes) 
 def test_missing_directory_is_an_empty_queue(tmp_path: Path) -> None:
     queue = OutgoingQueue(tmp_path / "nope")
     assert len(queue) == 0 and queue.requests() == []
+
+
+def test_a_request_failing_limit_times_leaves_the_queue(tmp_path: Path) -> None:
+    queue = OutgoingQueue(tmp_path)
+    req = QueuedRequest("http://a/", "http://a/", queued="t0")
+    queue.add(req)
+    assert "failures" not in queue.path_for("http://a/").read_text()
+    assert queue.failed("http://a/", 3) is None
+    assert queue.failed("http://a/", 3) is None
+    assert queue.requests() == [QueuedRequest("http://a/", "http://a/", queued="t0", failures=2)]
+    assert queue.add(req) is False  # asked again meanwhile: the count stays
+    assert queue.failed("http://a/", 3) == 3
+    assert "http://a/" not in queue and len(queue) == 0
+    assert queue.failed("http://a/", 3) is None  # gone: nothing to count
+
+
+def test_no_limit_keeps_a_failing_request(tmp_path: Path) -> None:
+    queue = OutgoingQueue(tmp_path)
+    queue.add(QueuedRequest("http://a/", "http://a/"))
+    for _ in range(5):
+        assert queue.failed("http://a/", 0) is None
+    assert queue.requests()[0].failures == 5
+
+
+@pytest.mark.parametrize("failures", ['"2"', "-1", "true", "1.5"])
+def test_a_bad_failure_count_is_not_a_queued_request(failures: str) -> None:
+    text = f'{{"url": "http://b/", "key": "http://b/", "failures": {failures}}}'
+    with pytest.raises(ValueError, match="failures"):
+        QueuedRequest.from_json(text, "bad.json")

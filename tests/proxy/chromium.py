@@ -7,24 +7,30 @@ browser test fails, saying so.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 RUN_TIMEOUT = 60
-#: headless, and none of the browser's own services on the network
-HEADLESS_FLAGS = (
+#: headless, with the browser's own services (updates, time, hints ...) as a user has them
+BACKGROUND_ON_FLAGS = (
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
     "--disable-quic",
     "--no-first-run",
+    "--disable-dev-shm-usage",
+)
+#: headless, and none of the browser's own services on the network
+HEADLESS_FLAGS = (
+    *BACKGROUND_ON_FLAGS,
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--disable-dev-shm-usage",
     "--no-pings",
     "--disable-domain-reliability",
     "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,Translate,MediaRouter",
@@ -66,13 +72,51 @@ async def run(*args: str, env: dict[str, str] | None = None) -> str:
     return out.decode("utf-8", "replace")
 
 
-def chromium_args(profile: Path, proxy_port: int) -> list[str]:
+def chromium_args(profile: Path, proxy_port: int, *, background: bool = False) -> list[str]:
     """Headless Chromium with a fresh ``profile``, sending every URL (loopback too) through the
-    proxy on ``proxy_port`` and as few requests of its own as its flags allow."""
+    proxy on ``proxy_port`` and as few requests of its own as its flags allow (``background``:
+    as many as a user's browser sends)."""
     return [
         find_chromium(),
-        *HEADLESS_FLAGS,
+        *(BACKGROUND_ON_FLAGS if background else HEADLESS_FLAGS),
         f"--user-data-dir={profile}",
         f"--proxy-server=http://127.0.0.1:{proxy_port}",
         "--proxy-bypass-list=<-loopback>",  # proxy loopback URLs too (they bypass by default)
     ]
+
+
+@contextlib.asynccontextmanager
+async def hermetic_chromium(
+    profile: Path, proxy_port: int, *, background: bool = False
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """Headless Chromium on ``about:blank`` through the proxy (:func:`chromium_args`), resolving
+    no name itself and listening for DevTools (:func:`devtools_endpoint`); killed at the end."""
+    args = [
+        *chromium_args(profile, proxy_port, background=background),
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+        "--remote-debugging-port=0",
+        "about:blank",
+    ]
+    process = await asyncio.create_subprocess_exec(
+        *args, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+    )
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+
+
+async def devtools_endpoint(
+    profile: Path, process: asyncio.subprocess.Process, timeout: float
+) -> tuple[str, str]:
+    """The DevTools port and browser WebSocket path Chromium wrote into ``profile``."""
+    port_file = profile / "DevToolsActivePort"
+    async with asyncio.timeout(timeout):
+        while not port_file.exists() or len(port_file.read_text().split()) < 2:
+            if process.returncode is not None:
+                pytest.fail(f"chromium exited {process.returncode}")
+            await asyncio.sleep(0.1)
+    port, path = port_file.read_text().split()[:2]
+    return port, path

@@ -812,9 +812,10 @@ async def raw_origin() -> AsyncIterator[Callable[..., Awaitable[RawOrigin]]]:
             await asyncio.wait_for(server.wait_closed(), 2)
 
 
-async def offline_with_copy(make_proxy, origin, path: str = "/page.html"):  # noqa: ANN001, ANN201
-    """A proxy that recorded ``path`` of the origin and is now offline: (proxy, url)."""
-    proxy = await make_proxy()
+async def offline_with_copy(make_proxy, origin, path: str = "/page.html", **config):  # noqa: ANN001, ANN003, ANN201
+    """A proxy (``config``: Config fields) that recorded ``path`` of the origin and is now
+    offline: (proxy, url)."""
+    proxy = await make_proxy(**config)
     url = origin.url(path)
     await proxy.get(url)
     await proxy.recorded(url)

@@ -34,7 +34,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from .chromium import chromium_args
+from .chromium import devtools_endpoint, hermetic_chromium
 from .conftest import serving
 
 STEP_TIMEOUT = 20
@@ -129,13 +129,7 @@ class Browser:
 
     async def connect(self, profile: Path) -> None:
         """Attach to the page Chromium opened (its DevTools port is in the profile)."""
-        port_file = profile / "DevToolsActivePort"
-        async with asyncio.timeout(STEP_TIMEOUT):
-            while not port_file.exists() or len(port_file.read_text().split()) < 2:
-                if self.process.returncode is not None:
-                    pytest.fail(f"chromium exited {self.process.returncode}")
-                await asyncio.sleep(0.1)
-        port, path = port_file.read_text().split()[:2]
+        port, path = await devtools_endpoint(profile, self.process, STEP_TIMEOUT)
         self.socket = await self.http.ws_connect(f"ws://127.0.0.1:{port}{path}", max_msg_size=0)
         self.reader = asyncio.create_task(self._read())
         targets = await self.send("Target.getTargets", browser=True)
@@ -227,16 +221,7 @@ class Browser:
 @contextlib.asynccontextmanager
 async def browser(tmp_path: Path, proxy_port: int) -> AsyncIterator[Browser]:
     profile = tmp_path / "chromium-profile"
-    args = [
-        *chromium_args(profile, proxy_port),
-        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-        "--remote-debugging-port=0",
-        "about:blank",
-    ]
-    process = await asyncio.create_subprocess_exec(
-        *args, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
-    )
-    try:
+    async with hermetic_chromium(profile, proxy_port) as process:
         async with aiohttp.ClientSession() as http:
             driver = Browser(process, http)
             await driver.connect(profile)
@@ -247,10 +232,6 @@ async def browser(tmp_path: Path, proxy_port: int) -> AsyncIterator[Browser]:
                     driver.reader.cancel()
                 if driver.socket is not None:
                     await driver.socket.close()
-    finally:
-        if process.returncode is None:
-            process.kill()
-        await process.wait()
 
 
 @pytest.mark.parametrize("answer", ["thread", "thanks", "page"])

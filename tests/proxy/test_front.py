@@ -34,7 +34,7 @@ async def test_a_memory_hit_is_answered_by_the_fast_front_as_aiohttp_would(make_
 
 
 async def test_pipelined_fast_slow_fast_on_one_connection(make_proxy, origin):
-    proxy, url = await offline_with_copy(make_proxy, origin)
+    proxy, url = await offline_with_copy(make_proxy, origin, queue_methods=("GET", "HEAD", "POST"))
     await proxy.get(url)  # into memory
     reader, writer = await proxy.connect_raw()
     try:

@@ -161,7 +161,8 @@ async def test_x_cache_is_ours_alone_when_the_origin_sends_one(proxy, origin):
     assert logged() == ["MISS", "HIT"]
 
 
-async def test_post_form_replayed_only_for_same_body(proxy, origin):
+async def test_post_form_replayed_only_for_same_body(make_proxy, origin):
+    proxy = await make_proxy(queue_methods=("GET", "HEAD", "POST"))  # POSTs queued too
     url = origin.url("/form")
     form = {"name": "alice", "q": "a b&c"}
     ctype = "application/x-www-form-urlencoded"
@@ -213,7 +214,7 @@ async def test_offline_miss_is_queued_with_links(make_proxy, origin):
 
 
 async def test_fetching_the_queue_clears_it_and_serves_offline(make_proxy, origin):
-    proxy = await make_proxy("offline")
+    proxy = await make_proxy("offline", queue_methods=("GET", "HEAD", "POST"))
     page, image = origin.url("/page.html"), origin.url("/image.png")
     post_url, post_body = origin.url("/form"), b"name=carol"
     ctype = "application/x-www-form-urlencoded"

@@ -1,9 +1,11 @@
 """The outgoing queue: requests asked for while offline, to fetch when next online.
 
-``cache/outgoing/<hash>.json`` holds one request (its URL, archive key, method, headers, body
-and the path and query as the browser sent them), named by the same hash as the request's cache
-file, so asking twice queues once.  Files are written to a temporary name and renamed, so a
-crash never leaves half a request queued.
+``cache/outgoing/<hash>.json`` holds one request (its URL, archive key, method, headers, body,
+the path and query as the browser sent them, and how many fetches of the queue failed to reach
+its server), named by the same hash as the request's cache file, so asking twice queues once.
+Files are written to a temporary name and renamed, so a crash never leaves half a request
+queued.  A request whose server could not be reached ``queue_failures`` times leaves the queue
+(:meth:`OutgoingQueue.failed`): a dead host or a stale one-off URL must not be tried for ever.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import base64
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -34,13 +36,15 @@ class QueuedRequest:
     #: sent as they are when the queue is fetched; None (a file queued without one): the
     #: canonical URL's
     target: str | None = None
+    #: fetches of the queue that could not reach its server so far
+    failures: int = 0
 
     @property
     def hash(self) -> str:
         return url_hash(self.key)
 
     def to_json(self) -> str:
-        data = {
+        data: dict[str, object] = {
             "url": self.url,
             "key": self.key,
             "method": self.method,
@@ -50,6 +54,8 @@ class QueuedRequest:
         }
         if self.target is not None:
             data["target"] = self.target
+        if self.failures:
+            data["failures"] = self.failures
         return json.dumps(data, indent=1)
 
     @classmethod
@@ -59,6 +65,9 @@ class QueuedRequest:
             target = data.get("target")
             if target is not None and not isinstance(target, str):
                 raise ValueError(f"target is not a string: {target!r}")
+            failures = data.get("failures", 0)
+            if type(failures) is not int or failures < 0:
+                raise ValueError(f"failures is not a count: {failures!r}")
             return cls(
                 url=str(data["url"]),
                 key=str(data["key"]),
@@ -67,6 +76,7 @@ class QueuedRequest:
                 body=base64.b64decode(data.get("body", ""), validate=True),
                 queued=str(data.get("queued", "")),
                 target=target,
+                failures=failures,
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{source}: not a queued request: {exc}") from None
@@ -96,6 +106,22 @@ class OutgoingQueue:
         except FileNotFoundError:
             return False
         return True
+
+    def failed(self, key: str, limit: int) -> int | None:
+        """Count one more failure to reach the server of the request queued under ``key``;
+        at ``limit`` failures (0: no limit) it leaves the queue.  The failures so far when it
+        left, None while it stays (or when it is not queued, or its file is unreadable)."""
+        path = self.path_for(key)
+        try:
+            request = QueuedRequest.from_json(path.read_text(encoding="utf-8"), str(path))
+        except (OSError, UnicodeDecodeError, ValueError):
+            return None
+        failures = request.failures + 1
+        if limit and failures >= limit:
+            path.unlink(missing_ok=True)
+            return failures
+        atomic_write(path, replace(request, failures=failures).to_json())
+        return None
 
     def __contains__(self, key: str) -> bool:
         return self.path_for(key).exists()

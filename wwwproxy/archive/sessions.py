@@ -11,7 +11,8 @@ sessions are kept: when the file holds four times that many lines it is rewritte
 with the last ones.
 
 ``cache/lastout.jsonl`` is what the last fetch of the outgoing queue got: a first line with when
-it ran, then one line per URL (status, outcome, problem), replaced whole (atomically) by each
+it ran, then one line per URL (status, outcome, problem, whether it left the queue after
+failing ``queue_failures`` times), replaced whole (atomically) by each
 queue fetch.  Both files are private (0600), like the rest of the cache.
 """
 
@@ -220,6 +221,8 @@ class OutEntry:
     outcome: str  # fetched, fresh, failed, robots (wwwproxy.fetch.tasks.Outcome)
     status: int | None
     problem: str | None
+    #: a queued request that failed ``queue_failures`` times and left the queue
+    dropped: bool = False
 
     @property
     def ok(self) -> bool:
@@ -233,6 +236,7 @@ class OutEntry:
             "ok": self.ok,
             "status": self.status,
             "problem": self.problem,
+            "dropped": self.dropped,
         }
 
 
@@ -267,7 +271,8 @@ def _entry(data: object) -> OutEntry | None:
         return None
     if type(status) is not int:
         status = None
-    return OutEntry(url, method, outcome, status, problem if isinstance(problem, str) else None)
+    problem = problem if isinstance(problem, str) else None
+    return OutEntry(url, method, outcome, status, problem, data.get("dropped") is True)
 
 
 def read_lastout(root: str | os.PathLike[str]) -> LastOut | None:

@@ -26,6 +26,7 @@ def _entries(queue: OutgoingQueue) -> list[dict[str, object]]:
                     "method": item.method,
                     "queued": item.queued,
                     "body_size": len(item.body),
+                    "failures": item.failures,
                 }
             )
         else:
@@ -67,13 +68,16 @@ async def page(ctx: Context) -> web.StreamResponse:
         rows: list[tuple[Cell, ...]] = []
         for e in entries:
             if "error" in e:
-                rows.append((f'<span class="url">{esc(e["file"])}</span>', "", "", esc(e["error"])))
+                rows.append(
+                    (f'<span class="url">{esc(e["file"])}</span>', "", "", "", esc(e["error"]))
+                )
                 continue
             rows.append(
                 (
                     f'<span class="url">{esc(e["url"])}</span>',
                     esc(e["method"]),
                     (esc(str(e["queued"])[:19].replace("T", " ")), "when"),
+                    (esc(e["failures"] or ""), "num"),
                     button_form("/outgoing/", ctx.token, "cancel", {"cancel": e["key"]}),
                 )
             )
@@ -90,7 +94,11 @@ async def page(ctx: Context) -> web.StreamResponse:
             note
             + f"<p>{len(entries)} request(s) wait for the next time the proxy is online.</p>"
             + buttons
-            + table(["URL", "Method", "Queued (UTC)", ""], rows, empty="Nothing is queued.")
+            + table(
+                ["URL", "Method", "Queued (UTC)", ("Failed fetches", "num"), ""],
+                rows,
+                empty="Nothing is queued.",
+            )
         )
 
     return ctx.respond(data, "Outgoing queue", render, active="/outgoing/")

@@ -14,7 +14,14 @@ import re
 from aiohttp import web
 
 from ..archive.cdxj.line import format_timestamp
-from ..archive.sessions import KEEP_SESSIONS, LastOut, Session, SessionLog, read_lastout
+from ..archive.sessions import (
+    KEEP_SESSIONS,
+    LastOut,
+    OutEntry,
+    Session,
+    SessionLog,
+    read_lastout,
+)
 from .context import Context, PageError
 from .index import MAX_PER_PAGE, PER_PAGE, pager, past_the_end
 from .recent import Capture, captures_between
@@ -169,6 +176,21 @@ async def page(ctx: Context) -> web.StreamResponse:
     return ctx.respond(data, title, render, active="/index/")
 
 
+#: the lastout page's Result column, by outcome (wwwproxy.fetch.tasks.Outcome)
+_RESULTS = {
+    "fetched": "fetched",
+    "fresh": "fresh copy kept",
+    "failed": "failed",
+    "robots": "refused by robots.txt",
+}
+
+
+def _result_text(entry: OutEntry) -> str:
+    if entry.dropped:
+        return "failed, left the queue"
+    return _RESULTS.get(entry.outcome, entry.outcome)
+
+
 async def lastout(ctx: Context) -> web.StreamResponse:
     """What the last fetch of the outgoing queue got: ``per=N``, ``page=N``."""
     per = ctx.integer("per", PER_PAGE, 1, MAX_PER_PAGE)
@@ -181,12 +203,14 @@ async def lastout(ctx: Context) -> web.StreamResponse:
     number, last, first = _page_of(total, per, asked)
     shown = entries[first : first + per]
     failed = sum(not e.ok for e in entries)
+    dropped = sum(e.dropped for e in entries)
     data = {
         "started": got.started.isoformat() if got else None,
         "finished": got.finished.isoformat() if got else None,
         "total": got.total if got else 0,
         "kept": total,
         "failed": failed,
+        "dropped": dropped,
         "page": number,
         "pages_total": last,
         "per": per,
@@ -201,15 +225,19 @@ async def lastout(ctx: Context) -> web.StreamResponse:
         if got is None:
             return bar + '<div class="msg">The queue has not been fetched yet.</div>'
         notes = (
-            f"<p>Fetched {esc(fmt_time(got.started))} – {esc(fmt_time(got.finished))} UTC: "
+            f"<p>Fetched {esc(fmt_time(got.started))} – {esc(fmt_time(got.finished))}: "
             f"{got.total} URL(s), {total - failed} got, {failed} failed.</p>"
         )
+        if dropped:
+            notes += (
+                f"<p>{dropped} queued request(s) failed <code>queue_failures</code> times and "
+                "left the queue: ask for them again to queue them again.</p>"
+            )
         if got.total > total:
             notes += f'<div class="msg">Only the first {total} are kept.</div>'
         notes += past_the_end(asked, number, last)
         rows = []
         for e in shown:
-            label = "ok" if e.ok else "failed"
             cls = "url" if e.ok else "url bad"
             url = (
                 link("/cache/", e.url, {"url": e.url}, class_=cls)
@@ -220,7 +248,7 @@ async def lastout(ctx: Context) -> web.StreamResponse:
                 (
                     url,
                     esc(e.method),
-                    esc(f"{label} ({e.outcome})"),
+                    esc(_result_text(e)),
                     esc(e.status if e.status is not None else ""),
                     esc(e.problem or ""),
                     (link("/history/", "history", {"url": e.url}), "actions"),

@@ -353,6 +353,26 @@ class Config:
         values.url_patterns,
         "URL patterns whose offline misses are not queued (a list)",
     )
+    queue_background: bool = setting(
+        False,
+        values.as_bool,
+        "queue the offline misses of browsers' and systems' own background requests (update, "
+        "time, telemetry, safe-browsing and connectivity checks: the built-in list in "
+        "docs/background-requests.md) like any other; false: they are answered at once, a "
+        "connectivity check as online",
+    )
+    queue_methods: tuple[str, ...] = setting(
+        ("GET", "HEAD"),
+        values.methods,
+        "the request methods whose offline misses are queued (a list; others are answered "
+        "503 and not queued)",
+    )
+    queue_failures: int = setting(
+        3,
+        values.as_count,
+        "a queued request that could not be fetched this many times leaves the queue (listed "
+        "once on /index/lastout/); 0: it stays until fetched",
+    )
     local_net: tuple[str, ...] = setting(
         (),
         values.url_patterns,

@@ -186,6 +186,20 @@ def names(value: Any) -> tuple[str, ...]:
     return tuple(as_str(v).lower() for v in as_list(value))
 
 
+_METHOD = re.compile(r"[A-Za-z!#$%&'*+.^_`|~0-9-]+")
+
+
+def methods(value: Any) -> tuple[str, ...]:
+    """HTTP request methods (tokens, RFC 9110 §9), in capitals."""
+    out = []
+    for item in as_list(value):
+        text = as_str(item).strip()
+        if not _METHOD.fullmatch(text):
+            raise ValueError(f"not a request method: {item!r}")
+        out.append(text.upper())
+    return tuple(out)
+
+
 def ports(value: Any) -> tuple[int, ...]:
     return tuple(as_port(v) for v in as_list(value))
 

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -190,7 +191,10 @@ class Prefetcher:
             self.summary.elapsed = time.monotonic() - started
         if queue and self.summary.results:  # the lastout page: what this queue fetch got
             results = self.summary.results.values()
-            got = [OutEntry(r.url, r.method, r.outcome.value, r.status, r.problem) for r in results]
+            got = [
+                OutEntry(r.url, r.method, r.outcome.value, r.status, r.problem, r.dropped)
+                for r in results
+            ]
             try:
                 await asyncio.to_thread(
                     write_lastout, self.store.root, began, datetime.now(UTC), got
@@ -237,9 +241,7 @@ class Prefetcher:
         if old is not None and result.outcome is not Outcome.FAILED:
             return
         if old is not None:
-            result = Result(
-                result.url, result.outcome, old.status, old.size, result.problem, result.method
-            )
+            result = dataclasses.replace(result, status=old.status, size=old.size)
         self.summary.results[result.label] = result
         self.progress.result(result)
 
@@ -376,7 +378,10 @@ class Prefetcher:
                     revalidate=revalidate,
                 )
             except (UpstreamError, StoreError) as exc:
-                return None, Result(url.file, Outcome.FAILED, problem=fetch_problem(exc)), True
+                result = Result(url.file, Outcome.FAILED, problem=fetch_problem(exc))
+                if queued is not None and isinstance(exc, UpstreamError):
+                    result = await self._queue_failed(queued, result)
+                return None, result, True
             finally:
                 self.progress.stopped()
         if queued is not None:
@@ -513,7 +518,10 @@ class Prefetcher:
                 fetched: Fetched = await self.services.engine.fetch(exchange)
             except (UpstreamError, StoreError) as exc:
                 problem = fetch_problem(exc)
-                self._report(Result(url.file, Outcome.FAILED, problem=problem, method=method))
+                result = Result(url.file, Outcome.FAILED, problem=problem, method=method)
+                if isinstance(exc, UpstreamError):
+                    result = await self._queue_failed(item, result)
+                self._report(result)
                 return
             finally:
                 self.progress.stopped()
@@ -523,6 +531,20 @@ class Prefetcher:
             self._report(Result(url.file, Outcome.FAILED, status, size, f"HTTP {status}", method))
         else:
             self._report(Result(url.file, Outcome.FETCHED, status, size, method=method))
+
+    async def _queue_failed(self, item: QueuedRequest, result: Result) -> Result:
+        """Count a queued request's failure to reach its server; the ``queue_failures``-th
+        takes it out of the queue, and its result says so (once: it is not queued again)."""
+        limit = self.services.config.queue_failures
+        try:
+            failures = await asyncio.to_thread(self.services.queue.failed, item.key, limit)
+        except OSError as exc:
+            log.warning("the failure of queued %s was not counted: %s", item.url, exc)
+            return result
+        if failures is None:
+            return result
+        problem = f"{result.problem}; failed {failures} times: removed from the queue"
+        return dataclasses.replace(result, problem=problem, dropped=True)
 
     # -- hosts and robots.txt --
 

@@ -125,6 +125,8 @@ class Result:
     size: int = 0  # payload bytes fetched
     problem: str | None = None  # why it failed / was skipped
     method: str = "GET"
+    #: a queued request that failed ``queue_failures`` times and left the queue
+    dropped: bool = False
 
     @property
     def label(self) -> str:

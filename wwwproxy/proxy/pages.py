@@ -20,7 +20,9 @@ def page(title: str, *paragraphs: str, links: list[tuple[str, str]] | None = Non
     :func:`html.escape` on every value you put in them)."""
     parts = [
         "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
+        # no icon: a browser would ask the site for /favicon.ico, queued offline beside the
+        # page the person asked for
+        '<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">',
         f"<title>{html.escape(title)} - wwwproxy</title><style>{_STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
     ]

@@ -25,6 +25,7 @@ from ..archive.errors import StoreError
 from ..archive.outgoing import QueuedRequest
 from ..archive.store import CachedEntry
 from ..fsutil import read_chunks
+from ..http.background import Answer, Refusal, queue_refusal
 from ..http.filters import EMPTY_GIF, Replacement, Treatment, replacement_for
 from ..http.headers import Headers, add_via, end_to_end, get_header, set_header
 from ..http.modify_html import SCRIPTS_OFF_POLICY, modified_headers
@@ -318,7 +319,7 @@ class ProxyServer:
             return await self.serve_cached(request, cached)
         if action is Action.SERVE_AND_QUEUE:
             assert cached is not None
-            if verdict.queue:
+            if self.queue_refusal(request, url) is None:
                 await asyncio.to_thread(services.queue.add, self._queued(request, url, key, body))
             return await self.serve_cached(request, cached)
         if action is Action.QUEUE:
@@ -478,12 +479,27 @@ class ProxyServer:
             target=request.get(WIRE_TARGET),
         )
 
+    def queue_refusal(self, request: web.Request, url: URL) -> Refusal | None:
+        """Why a miss of this request is not queued (``dont_queue``, a browser's background
+        request, a method ``queue_methods`` leaves out), or None."""
+        config = self.config
+        return queue_refusal(
+            url,
+            request.method,
+            self.services.filters.verdict(url),
+            methods=config.queue_methods,
+            background=config.queue_background,
+        )
+
     async def queue_request(
         self, request: web.Request, url: URL, key: str, body: bytes, reason: str | None = None
     ) -> web.Response:
-        verdict = self.services.filters.verdict(url)
-        if not verdict.queue:
-            return self.not_queued(url, verdict.pattern, reason)
+        refusal = self.queue_refusal(request, url)
+        if refusal is not None:
+            endpoint = refusal.endpoint
+            if endpoint is not None and endpoint.answer is not None and reason is None:
+                return background_answer(endpoint.answer)
+            return self.not_queued(url, refusal.pattern, reason, listed_in=refusal.listed_in)
         try:
             await asyncio.to_thread(self.services.queue.add, self._queued(request, url, key, body))
         except OSError as exc:  # a full disk: say so, once per request, without a traceback
@@ -510,21 +526,39 @@ class ProxyServer:
             headers={"Retry-After": "3600"},
         )
 
-    def not_queued(self, url: URL, pattern: str | None, reason: str | None = None) -> web.Response:
-        """A miss that the filters keep out of the queue (``dont_queue``; ``dont_cache`` and
-        ``local_net``, whose fetch would record nothing to serve)."""
+    def not_queued(
+        self,
+        url: URL,
+        pattern: str | None,
+        reason: str | None = None,
+        *,
+        listed_in: str | None = None,
+    ) -> web.Response:
+        """A miss kept out of the queue: by the filters (``dont_queue``; ``dont_cache`` and
+        ``local_net``, whose fetch would record nothing to serve), as a browser's or system's
+        background request (``queue_background``), or by its method (``queue_methods``)."""
         why = (
             f"The server could not be reached ({html.escape(reason)})"
             if reason
             else "wwwproxy is offline"
         )
+        shown = f"<code>{html.escape(pattern or '')}</code>"
+        if listed_in == "queue_methods":
+            because = f"{shown} requests are not queued (<code>queue_methods</code>)"
+        elif listed_in == "queue_background":
+            because = (
+                f"it is a browser's or system's own background request (it matches {shown} in "
+                "the built-in list; <code>queue_background</code>)"
+            )
+        else:
+            because = f"it matches {shown} in the proxy's filters"
         return page_response(
             503,
             "Not cached, not queued",
             f"<code>{html.escape(url.canonical)}</code> is not in the cache.",
-            f"{why}, and it is not queued for fetching: it matches "
-            f"<code>{html.escape(pattern or '')}</code> in the proxy's filters.",
+            f"{why}, and it is not queued for fetching: {because}.",
             links=[("/control/", "The control page")],
+            headers={"X-Cache": "BACKGROUND"} if listed_in == "queue_background" else None,
         )
 
     def blocked(self, request: web.Request, url: URL, pattern: str) -> web.Response:
@@ -760,6 +794,17 @@ UNTRUSTED_HINT = (
     "<code>wwwproxy reload</code>). <code>wwwproxy ca --test-cert HOST</code> makes such "
     "a certificate for a local test server."
 )
+
+
+def background_answer(answer: Answer) -> web.Response:
+    """A connectivity check answered offline as "online, no portal"
+    (:mod:`wwwproxy.http.background`); never stored by the client (``X-Cache: BACKGROUND``)."""
+    headers = {"Cache-Control": "no-store", "X-Cache": "BACKGROUND"}
+    if answer.status == 204:
+        return web.Response(status=204, headers=headers)
+    return web.Response(
+        status=answer.status, body=answer.body, content_type=answer.content_type, headers=headers
+    )
 
 
 def upstream_error_page(exc: UpstreamError) -> web.Response:
