@@ -87,13 +87,15 @@ def chromium_args(profile: Path, proxy_port: int, *, background: bool = False) -
 
 @contextlib.asynccontextmanager
 async def hermetic_chromium(
-    profile: Path, proxy_port: int, *, background: bool = False
+    profile: Path, proxy_port: int, *extra: str, background: bool = False
 ) -> AsyncIterator[asyncio.subprocess.Process]:
-    """Headless Chromium on ``about:blank`` through the proxy (:func:`chromium_args`), resolving
-    no name itself and listening for DevTools (:func:`devtools_endpoint`); killed at the end."""
+    """Headless Chromium on ``about:blank`` through the proxy (:func:`chromium_args`), with the
+    ``extra`` flags, resolving no name itself and listening for DevTools
+    (:func:`devtools_endpoint`); killed at the end."""
     args = [
         *chromium_args(profile, proxy_port, background=background),
         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+        *extra,
         "--remote-debugging-port=0",
         "about:blank",
     ]

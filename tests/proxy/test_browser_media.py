@@ -13,20 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-import json
-import re
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from wwwproxy.archive.memory import MAX_OBJECT
 
-from .chromium import HEADLESS_FLAGS, RUN_TIMEOUT, find_chromium, run, tool
+from .chromium import RUN_TIMEOUT, hermetic_chromium, run, tool
 from .conftest import Proxy
+from .devtools import DevTools, Params, devtools
 
 #: seconds of the video, its frames a second, and where the test seeks to
 SECONDS, RATE, SEEK_TO = 5, 25, 3.5
@@ -144,103 +140,37 @@ async def origin_serving(files: Path) -> AsyncIterator[int]:
         await runner.cleanup()
 
 
-class Browser:
-    """Headless Chromium through the proxy, driven over the DevTools protocol: one page."""
+async def open_page(page: DevTools, url: str) -> Params:
+    """Navigate to ``url`` and wait for its load; the main document's response."""
+    page.forget_events()
+    frame = (await page.navigate(url))["frameId"]
+    response = await page.event(
+        "Network.responseReceived",
+        lambda p: p.get("frameId") == frame and p.get("type") == "Document",
+    )
+    return response["response"]
 
-    def __init__(self, proc: asyncio.subprocess.Process, ws: aiohttp.ClientWebSocketResponse):
-        self.proc, self.ws = proc, ws
-        self.ids = itertools.count(1)
-        self.events: list[dict[str, Any]] = []
 
-    async def call(self, method: str, **params: Any) -> dict[str, Any]:
-        number = next(self.ids)
-        await self.ws.send_json({"id": number, "method": method, "params": params})
-        while True:
-            message = await asyncio.wait_for(self.ws.receive_json(), RUN_TIMEOUT)
-            if message.get("id") == number:
-                assert "error" not in message, (method, message)
-                return message["result"]
-            self.events.append(message)
-
-    async def event(self, method: str, test: Any = lambda params: True) -> dict[str, Any]:
-        """The first event ``method`` (seen already or to come) whose params pass ``test``."""
-        while True:
-            for message in self.events:
-                if message.get("method") == method and test(message["params"]):
-                    self.events.remove(message)
-                    return message["params"]
-            message = await asyncio.wait_for(self.ws.receive_json(), RUN_TIMEOUT)
-            self.events.append(message)
-
-    async def open(self, url: str) -> dict[str, Any]:
-        """Navigate to ``url`` and wait for its load; the main document's response."""
-        self.events.clear()
-        frame = (await self.call("Page.navigate", url=url))["frameId"]
-        response = await self.event(
-            "Network.responseReceived",
-            lambda p: p.get("frameId") == frame and p.get("type") == "Document",
-        )
-        await self.event("Page.loadEventFired")
-        return response["response"]
-
-    async def pdf_viewer(self) -> bool:
-        """Has Chromium's PDF viewer (its built-in extension) opened in the page?"""
-        for _ in range(50):
-            targets = (await self.call("Target.getTargets"))["targetInfos"]
-            if any(t["url"].startswith(PDF_VIEWER) for t in targets):
-                return True
-            await asyncio.sleep(0.1)
-        return False
-
-    async def evaluate(self, expression: str) -> Any:
-        result = await self.call(
-            "Runtime.evaluate", expression=expression, awaitPromise=True, returnByValue=True
-        )
-        assert "exceptionDetails" not in result, result
-        return result["result"].get("value")
+async def pdf_viewer(page: DevTools) -> bool:
+    """Has Chromium's PDF viewer (its built-in extension) opened in the page?"""
+    for _ in range(50):
+        if any(t["url"].startswith(PDF_VIEWER) for t in await page.targets()):
+            return True
+        await asyncio.sleep(0.1)
+    return False
 
 
 @contextlib.asynccontextmanager
-async def chromium(profile: Path, proxy: Proxy, origin_port: int) -> AsyncIterator[Browser]:
-    proc = await asyncio.create_subprocess_exec(
-        find_chromium(),
-        *HEADLESS_FLAGS,
-        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-        "--autoplay-policy=no-user-gesture-required",
-        f"--user-data-dir={profile}",
-        f"--proxy-server=http://127.0.0.1:{proxy.port}",
-        "--proxy-bypass-list=<-loopback>",
-        "--remote-debugging-port=0",
-        "about:blank",
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert proc.stderr is not None
-        endpoint = None
-        while endpoint is None:
-            line = await asyncio.wait_for(proc.stderr.readline(), RUN_TIMEOUT)
-            assert line, "chromium ended before its DevTools endpoint was up"
-            found = re.search(rb"DevTools listening on ws://([^/]+)/", line)
-            endpoint = found.group(1).decode() if found else None
-        drain = asyncio.ensure_future(proc.stderr.read())  # its logs: never a full pipe
-        # the DevTools endpoint is the browser's own, on loopback: not through the proxy
-        async with aiohttp.ClientSession() as session:
-            async with session.get(f"http://{endpoint}/json/list") as answer:
-                targets = json.loads(await answer.text())
-            page = next(t for t in targets if t["type"] == "page")
-            async with session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws:
-                browser = Browser(proc, ws)
-                await browser.call("Page.enable")
-                await browser.call("Network.enable")
-                # the browser's own cache off: every byte comes from the proxy
-                await browser.call("Network.setCacheDisabled", cacheDisabled=True)
-                yield browser
-        drain.cancel()
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-        await proc.wait()
+async def chromium(profile: Path, proxy: Proxy) -> AsyncIterator[DevTools]:
+    """Headless Chromium through ``proxy`` that plays media without a gesture, its own cache
+    off: every byte comes from the proxy."""
+    autoplay = "--autoplay-policy=no-user-gesture-required"
+    async with hermetic_chromium(profile, proxy.port, autoplay) as process:
+        async with devtools(profile, process, RUN_TIMEOUT) as page:
+            await page.send("Page.enable")
+            await page.send("Network.enable")
+            await page.send("Network.setCacheDisabled", cacheDisabled=True)
+            yield page
 
 
 async def test_a_cached_video_plays_and_seeks_and_a_pdf_opens_offline(make_proxy, tmp_path):
@@ -253,19 +183,19 @@ async def test_a_cached_video_plays_and_seeks_and_a_pdf_opens_offline(make_proxy
     proxy = await make_proxy(upstream_proxy="http://127.0.0.1:9", no_proxy=("127.0.0.1",))
     async with origin_serving(files) as port:
         base = f"http://127.0.0.1:{port}"
-        async with chromium(tmp_path / "online", proxy, port) as browser:
-            page = await browser.open(f"{base}/video.html")
+        async with chromium(tmp_path / "online", proxy) as browser:
+            page = await open_page(browser, f"{base}/video.html")
             assert page["status"] == 200
             online = await browser.evaluate(PLAY_AND_SEEK)
             assert "error" not in online, online
-            document = await browser.open(f"{base}/doc.pdf")
+            document = await open_page(browser, f"{base}/doc.pdf")
             assert (document["status"], document["mimeType"]) == (200, "application/pdf")
         for path in ("/video.html", "/clip.webm", "/doc.pdf"):
             await proxy.recorded(base + path)
     await proxy.control(mode="offline")  # and the origin is gone
     logged = len(proxy.access_lines())
-    async with chromium(tmp_path / "offline", proxy, port) as browser:
-        page = await browser.open(f"{base}/video.html")
+    async with chromium(tmp_path / "offline", proxy) as browser:
+        page = await open_page(browser, f"{base}/video.html")
         assert page["status"] == 200
         offline = await browser.evaluate(PLAY_AND_SEEK)
         assert "error" not in offline, offline
@@ -273,10 +203,10 @@ async def test_a_cached_video_plays_and_seeks_and_a_pdf_opens_offline(make_proxy
         assert abs(offline["at"] - SEEK_TO) < 0.5, offline  # the seek landed
         assert offline["moved"], offline  # on another frame
         assert abs(offline["duration"] - SECONDS) < 0.5, offline
-        document = await browser.open(f"{base}/doc.pdf")
+        document = await open_page(browser, f"{base}/doc.pdf")
         assert (document["status"], document["mimeType"]) == (200, "application/pdf")
         assert document["headers"].get("X-Cache") == "HIT"
-        assert await browser.pdf_viewer(), "the PDF viewer did not open"
+        assert await pdf_viewer(browser), "the PDF viewer did not open"
     pdf_lines = [line for line in proxy.access_lines()[logged:] if f"{base}/doc.pdf" in line]
     assert pdf_lines and all(" 200 " in line and line.endswith(" HIT") for line in pdf_lines)
     # the video came from the cache by ranges (a media element asks bytes=0- first)

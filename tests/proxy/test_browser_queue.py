@@ -19,11 +19,9 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from urllib.parse import quote
 
-import aiohttp
-
-from .chromium import devtools_endpoint, hermetic_chromium
+from .chromium import hermetic_chromium
+from .devtools import DevTools, devtools
 
 PAGES = ("/page.html", "/etag", "/chunked")
 #: seconds between navigations: three of them make about a minute
@@ -32,19 +30,12 @@ STEP_TIMEOUT = 20
 
 
 @contextlib.asynccontextmanager
-async def chromium(tmp_path: Path, proxy_port: int) -> AsyncIterator[str]:
-    """Headless Chromium with its background networking on; yields its DevTools address."""
+async def chromium(tmp_path: Path, proxy_port: int) -> AsyncIterator[DevTools]:
+    """Headless Chromium with its background networking on, driven over DevTools."""
     profile = tmp_path / "chromium-profile"
     async with hermetic_chromium(profile, proxy_port, background=True) as process:
-        port, _ = await devtools_endpoint(profile, process, STEP_TIMEOUT)
-        yield f"http://127.0.0.1:{port}"
-
-
-async def open_tab(devtools: str, url: str) -> None:
-    """Open ``url`` in a new tab, as a person typing it would (DevTools' /json/new)."""
-    async with aiohttp.ClientSession() as http:
-        async with http.put(f"{devtools}/json/new?{quote(url, safe=':/?&=')}") as resp:
-            assert resp.status == 200, await resp.text()
+        async with devtools(profile, process, STEP_TIMEOUT) as browser:
+            yield browser
 
 
 def queued_urls(proxy) -> list[str]:  # noqa: ANN001 (the conftest's Proxy)
@@ -56,9 +47,9 @@ async def test_a_minute_offline_queues_only_the_pages_asked_for(make_proxy, orig
         "offline", upstream_proxy="http://127.0.0.1:9", no_proxy=("127.0.0.1",)
     )
     pages = [origin.url(path) for path in PAGES]
-    async with chromium(tmp_path, proxy.port) as devtools:
+    async with chromium(tmp_path, proxy.port) as browser:
         for number, page in enumerate(pages, 1):
-            await open_tab(devtools, page)
+            await browser.open_tab(page)  # as a person typing it would
             await proxy.wait_until(lambda n=number: len(proxy.outgoing()) >= n, STEP_TIMEOUT)
             await asyncio.sleep(BETWEEN)
     lines = proxy.access_lines()
