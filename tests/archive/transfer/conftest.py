@@ -5,6 +5,7 @@ virtual environment of its own (built once, kept between runs)."""
 from __future__ import annotations
 
 import base64
+import fcntl
 import gzip
 import hashlib
 import os
@@ -111,6 +112,14 @@ def wacz_venv(pytestconfig: pytest.Config) -> Path:
     so, as it takes a minute), reused after.  A failed install fails the test that asked,
     saying why (never a skip)."""
     home = _CACHE_HOME / "wwwproxy-tests" / ("venv-" + WACZ_PACKAGE.replace("==", "-"))
+    home.parent.mkdir(parents=True, exist_ok=True)
+    # the test workers (pytest-xdist) may all ask at once: one builds, the others wait for it
+    with open(home.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _wacz_python(home, pytestconfig)
+
+
+def _wacz_python(home: Path, pytestconfig: pytest.Config) -> Path:
     python = home / "bin" / "python"
     done = home / ".installed"
     if done.exists() and python.exists():

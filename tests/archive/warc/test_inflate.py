@@ -32,8 +32,8 @@ def _text(n: int) -> bytes:
 
 _SIZES = [0, 1, 1024, 100 * 1024, 300 * 1024]
 #: one member per size, level 3 as the recorder writes them, plus random (stored) bytes
-_MEMBERS = [gzip.compress(_text(n), 3) for n in _SIZES] + [
-    gzip.compress(random.Random(7).randbytes(200 * 1024), 6)
+_MEMBERS = [gzip.compress(_text(n), 3, mtime=0) for n in _SIZES] + [
+    gzip.compress(random.Random(7).randbytes(200 * 1024), 6, mtime=0)
 ]
 
 
