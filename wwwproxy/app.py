@@ -8,11 +8,12 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
+import functools
 import logging
 import resource
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -39,11 +40,21 @@ from .recording.wiring import (
     open_services,
 )
 
-__all__ = ["CannotListen", "Running", "build_services", "open_services", "serve", "start"]
+__all__ = [
+    "CannotListen",
+    "Running",
+    "browser_recorder",
+    "build_services",
+    "open_services",
+    "serve",
+    "start",
+]
 
 log = logging.getLogger("wwwproxy")
 
 IO_THREADS = 32
+#: seconds a recorded response is taken as fresh by a rendering browser's proxy
+RENDER_REUSE = 3600
 COMPACT_EVERY = 60.0  # seconds between checks of the index journal
 COMPACT_BYTES = 256 * 1024  # journal size that triggers a merge into the sorted index
 #: seconds between two warnings that connections cannot be accepted (one line per burst)
@@ -201,21 +212,14 @@ async def _warm_host_summaries(store: Store) -> None:
         log.debug("host summaries not prepared: %s", exc)
 
 
-async def start(config: Config, *, mode: Mode | None = None) -> Running:
-    """Start the proxy on ``config.listen`` (port 0: any free port) and return at once."""
-    quiet_bad_requests()
-    loop = asyncio.get_running_loop()
-    if not isinstance(loop.get_exception_handler(), AcceptErrors):
-        loop.set_exception_handler(AcceptErrors(loop))
-    # recording waits mostly on fsync: more threads than asyncio's default (cores + 4) keep
-    # one slow disk flush from holding up every other response
-    loop.set_default_executor(
-        ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="wwwproxy-io")
-    )
-    services = build_services(config, mode=mode)
+async def _listen(
+    services: Services, host: str, port: int, *, owns_services: bool = True
+) -> Running:
+    """The proxy server for ``services`` on ``host:port`` (port 0: any free one), both fronts;
+    :class:`CannotListen` if the address cannot be had."""
     server = ProxyServer(services, commands=handle_command)
     runner = web.AppRunner(
-        server.make_app(),
+        server.make_app(owns_services=owns_services),
         access_log_class=AccessLogger.bound_to(server.access_log),
         handle_signals=False,
         shutdown_timeout=SHUTDOWN_TIMEOUT,
@@ -233,17 +237,59 @@ async def start(config: Config, *, mode: Mode | None = None) -> Running:
     ignore_other_upgrades(runner.server)  # (an Upgrade but WebSocket's: a plain request)
     front = FrontListener(server, runner.server)
     try:
-        port = await front.start(config.listen_host, config.listen_port)
+        bound = await front.start(host, port)
     except OSError as exc:
         await runner.cleanup()
-        raise CannotListen(_address(config.listen_host, config.listen_port), exc) from exc
+        raise CannotListen(_address(host, port), exc) from exc
+    return Running(server, runner, bound, front)
+
+
+async def start(config: Config, *, mode: Mode | None = None) -> Running:
+    """Start the proxy on ``config.listen`` (port 0: any free port) and return at once."""
+    quiet_bad_requests()
+    loop = asyncio.get_running_loop()
+    if not isinstance(loop.get_exception_handler(), AcceptErrors):
+        loop.set_exception_handler(AcceptErrors(loop))
+    # recording waits mostly on fsync: more threads than asyncio's default (cores + 4) keep
+    # one slow disk flush from holding up every other response
+    loop.set_default_executor(
+        ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="wwwproxy-io")
+    )
+    services = build_services(config, mode=mode)
+    running = await _listen(services, config.listen_host, config.listen_port)
     if config.listen_port == 0:
-        services.listening_on(port)
+        services.listening_on(running.port)
+    services.browser_recorder = functools.partial(browser_recorder, services)
     services.start_sessions()  # an online session starts now if the mode is connected
     # the welcome page's host summaries count every cache file once (about a second at
     # 100,000 pages): done now, in a worker thread, not by the first person to open `/`
     services.spawn(_warm_host_summaries(services.store))
-    return Running(server, runner, port, front)
+    return running
+
+
+@contextlib.asynccontextmanager
+async def browser_recorder(services: Services) -> AsyncIterator[str]:
+    """A proxy on a free loopback port recording through ``services``' store and engine,
+    online, for a crawl's own browser (``fetch --render``, ``/refresh/``'s render); its
+    ``host:port``.  What was recorded less than :data:`RENDER_REUSE` seconds ago is taken from
+    the cache without asking (as a browser's own cache would: a site's script bundles are
+    fetched once a crawl, not once a page, and the page the crawl just fetched is not fetched
+    again); everything else as the configuration says.  Only this machine may use it."""
+    config = dataclasses.replace(
+        services.config, request_changed=max(services.config.request_changed, RENDER_REUSE)
+    )
+    recording = Services(
+        config, services.store, mode=Mode.ONLINE, search=services.search, engine=services.engine
+    )
+    quiet_bad_requests()
+    running = await _listen(recording, "127.0.0.1", 0, owns_services=False)
+    try:
+        yield f"127.0.0.1:{running.port}"
+    finally:
+        running.front.close()
+        await running.runner.cleanup()
+        running.server.access_log.close()
+        await recording.cancel_background()
 
 
 async def compact_loop(

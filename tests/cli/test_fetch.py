@@ -16,10 +16,10 @@ from wwwproxy.archive.store import Store
 from wwwproxy.cli import main
 from wwwproxy.cli.fetch import (
     add_fetch_parser,
-    add_monitor_parser,
     add_urldb_parser,
     parse_url_list,
 )
+from wwwproxy.cli.monitor import add_monitor_parser
 from wwwproxy.url import canonicalize
 from wwwproxy.urldb import URLDatabase
 

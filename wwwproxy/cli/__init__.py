@@ -26,10 +26,10 @@ from .fetch import (
     CONFIG_HELP,
     add_config_options,
     add_fetch_parser,
-    add_monitor_parser,
     add_urldb_parser,
 )
 from .loop import run as run_loop
+from .monitor import add_monitor_parser
 from .purge import add_purge_parser
 from .transfer import add_export_parser, add_import_parser
 

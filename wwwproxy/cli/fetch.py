@@ -1,8 +1,8 @@
-"""``wwwproxy fetch``, ``wwwproxy urldb`` and ``wwwproxy monitor``: argument parsing and the
-thin command functions (the crawler is :mod:`wwwproxy.fetch.prefetch`, the database
-:mod:`wwwproxy.urldb`, the schedule :mod:`wwwproxy.fetch.monitor`).  They fetch through the
-services :func:`wwwproxy.recording.wiring.open_services` builds: the same recording engine,
-cache policy, queue and search index as ``wwwproxy serve``.
+"""``wwwproxy fetch`` and ``wwwproxy urldb``: argument parsing and the thin command functions
+(the crawler is :mod:`wwwproxy.fetch.prefetch`, the database :mod:`wwwproxy.urldb`).  They
+fetch through the services :func:`wwwproxy.recording.wiring.open_services` builds: the same
+recording engine, cache policy, queue and search index as ``wwwproxy serve``; ``--render``
+also through a proxy of those services for the browser (:func:`wwwproxy.app.browser_recorder`).
 
 Exit status: 0 all done, 1 something failed (a URL, a record, a database file), 2 usage or
 configuration errors (nothing was fetched).
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import functools
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from ..fetch.prefetch import Prefetcher
     from ..fetch.probe import Probe
     from ..fetch.progress import Progress
+    from ..fetch.render import RenderOptions
     from ..fetch.tasks import FetchOptions, Summary
     from ..recording.services import Services
     from ..urldb import Entry, URLDatabase
@@ -37,10 +39,8 @@ __all__ = [
     "ListError",
     "add_config_options",
     "add_fetch_parser",
-    "add_monitor_parser",
     "add_urldb_parser",
     "cmd_fetch",
-    "cmd_monitor",
     "cmd_urldb",
     "compare_record",
     "parse_url_list",
@@ -317,6 +317,25 @@ def add_fetch_parser(sub: SubParsers) -> argparse.ArgumentParser:
         action="store_true",
         help="fetch even when the running proxy using this cache is offline",
     )
+    p.add_argument(
+        "--render",
+        action="store_true",
+        help="load every page in headless Chromium through the recording proxy, so what its "
+        "scripts fetch is recorded too, and follow the links of the DOM they leave (slower; "
+        "needs the chromium package and the Playwright library)",
+    )
+    p.add_argument(
+        "--render-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="seconds one rendered page may take (default: render_timeout, 30)",
+    )
+    p.add_argument(
+        "--render-tabs",
+        type=_positive_int,
+        metavar="N",
+        help="pages rendered at once (default: render_tabs, one a core, 2 to 4)",
+    )
     p.set_defaults(func=cmd_fetch, scope="host")
     return p
 
@@ -324,6 +343,7 @@ def add_fetch_parser(sub: SubParsers) -> argparse.ArgumentParser:
 def cmd_fetch(args: argparse.Namespace) -> int:
     from ..config import ConfigError
     from ..fetch.progress import Progress, format_summary
+    from ..fetch.render import RenderUnavailable
     from ..fetch.tasks import FetchOptions
     from .control import offline_proxy
 
@@ -341,6 +361,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
             robots=not args.ignore_robots,
         )
         urls, problems = read_lists(args.lists, args.category)
+        render = _render_options(config, args) if args.render else None
         offline_at = None if args.online else offline_proxy(config)
         if offline_at is not None:
             _err(
@@ -350,7 +371,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
             )
             return 2
         store = _store(config)
-    except (ConfigError, ValueError, ListError) as exc:
+    except (ConfigError, ValueError, ListError, RenderUnavailable) as exc:
         _err("fetch", exc)
         return 2
     for problem in problems:
@@ -359,7 +380,13 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     progress = Progress(sys.stderr)
     prefetcher: list[Prefetcher] = []
     try:
-        summary = asyncio.run(_fetch(config, store, urls, options, progress, queue, prefetcher))
+        summary = asyncio.run(
+            _fetch(config, store, urls, options, progress, queue, prefetcher, render)
+        )
+    except RenderUnavailable as exc:
+        progress.close()
+        _err("fetch", exc)
+        return 2
     except KeyboardInterrupt:
         progress.close()
         if prefetcher:
@@ -378,12 +405,34 @@ async def _fetch(
     progress: Progress,
     queue: bool,
     holder: list[Prefetcher],
+    render: RenderOptions | None = None,
 ) -> Summary:
     from ..fetch.prefetch import Prefetcher
 
+    if render is None:
+        async with _services(config, store, options.per_host) as services:
+            holder.append(Prefetcher(services, options, progress))
+            return await holder[0].run(urls, queue=queue)
+    from ..app import browser_recorder
+    from ..fetch.render import rendering
+
+    # the browser's requests go through a proxy of the crawl's own services: what the pages'
+    # scripts fetch is recorded as the crawl's pages are
     async with _services(config, store, options.per_host) as services:
-        holder.append(Prefetcher(services, options, progress))
-        return await holder[0].run(urls, queue=queue)
+        services.browser_recorder = functools.partial(browser_recorder, services)
+        async with rendering(services, render) as renderer:
+            holder.append(Prefetcher(services, options, progress, renderer))
+            return await holder[0].run(urls, queue=queue)
+
+
+def _render_options(config: Config, args: argparse.Namespace) -> RenderOptions:
+    """The render settings of the config with ``--render-*`` applied, once the browser and
+    its driver are known to be there (:class:`RenderUnavailable`: exit status 2)."""
+    from ..fetch.render import check_available, render_options
+
+    options = render_options(config, timeout=args.render_timeout, tabs=args.render_tabs)
+    check_available(options)
+    return options
 
 
 # --- wwwproxy urldb ---------------------------------------------------------------------------
@@ -653,69 +702,3 @@ async def _urldb_check(
         file=sys.stderr,
     )
     return 1 if bad or db.problems else 0
-
-
-# --- wwwproxy monitor -------------------------------------------------------------------------
-
-
-def add_monitor_parser(sub: SubParsers) -> argparse.ArgumentParser:
-    """``wwwproxy monitor add|list|remove``."""
-    p = sub.add_parser(
-        "monitor",
-        help="URLs the running proxy refetches on a schedule",
-        description="Monitored URLs are kept in CACHE/monitor.yaml; the running proxy fetches "
-        "each (with its requisites) when due and online or autodial. A new URL is due at once.",
-    )
-    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    common = argparse.ArgumentParser(add_help=False)
-    add_config_options(common)
-    add = actions.add_parser(
-        "add",
-        parents=[common],
-        help="monitor a URL",
-        description="Monitor URL every HOURS hours, or at --hours (0-23, local time; default "
-        "0) on --weekdays (mon..sun; default every day). Adding a monitored URL again "
-        "changes its schedule.",
-    )
-    add.add_argument("url", metavar="URL")
-    add.add_argument("--every", metavar="HOURS", help="fetch every HOURS hours")
-    add.add_argument("--weekdays", metavar="DAYS", help="e.g. mon,thu")
-    add.add_argument("--hours", metavar="HOURS", help="e.g. 6,18")
-    actions.add_parser("list", parents=[common], help="list monitored URLs")
-    remove = actions.add_parser("remove", parents=[common], help="stop monitoring a URL")
-    remove.add_argument("url", metavar="URL")
-    p.set_defaults(func=cmd_monitor)
-    return p
-
-
-def cmd_monitor(args: argparse.Namespace) -> int:
-    from datetime import datetime
-
-    from ..config import ConfigError
-    from ..fetch import monitor
-
-    try:
-        path = monitor.monitor_path(_config(args).cache)
-        if args.action == "add":
-            if args.every is not None and (args.weekdays or args.hours):
-                raise monitor.MonitorError("give --every, or --weekdays/--hours, not both")
-            schedule = monitor.parse_schedule(args.every, args.weekdays, args.hours)
-            entry = monitor.add(path, args.url, schedule)
-            print(f"monitoring {entry.url} {monitor.describe(entry.schedule)}")
-            return 0
-        if args.action == "remove":
-            if monitor.remove(path, args.url):
-                print(f"no longer monitoring {args.url}")
-                return 0
-            _err("monitor remove", f"{args.url} is not monitored")
-            return 1
-        now = datetime.now().astimezone()
-        for row in monitor.page_rows(path, now):
-            last = row["last"] or "never"
-            nxt = "due now" if row["due"] else f"next {row['next']}"
-            error = f"\tlast try failed: {row['error']}" if row["error"] else ""
-            print(f"{row['url']}\t{row['schedule']}\tlast {last}\t{nxt}{error}")
-        return 0
-    except (ConfigError, monitor.MonitorError) as exc:
-        _err(f"monitor {args.action}", exc)
-        return 2

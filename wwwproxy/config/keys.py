@@ -385,6 +385,34 @@ class Config:
         "links a crawl (wwwproxy fetch, /refresh/, monitored URLs) takes from one page, in "
         "document order; the rest are counted in its summary (0: no bound)",
     )
+    render_browser: str = setting(
+        "",
+        values.as_str,
+        "the Chromium that renders pages for wwwproxy fetch --render, /refresh/'s render and "
+        "monitors with render (a path or a command; empty: chromium on PATH)",
+    )
+    render_timeout: float = setting(
+        30.0,
+        values.as_seconds,
+        "seconds a rendered page may take at most (load, scroll, fonts, network idle); a "
+        "page still busy then is taken as it stands",
+    )
+    render_tabs: int = setting(
+        0,
+        values.as_count,
+        "pages rendered at once, a browser tab each (0: one a core, 2 to 4)",
+    )
+    render_tab_memory: int = setting(
+        512,
+        values.as_megabytes,
+        "MiB of JavaScript heap one rendering tab may use: a page that takes more crashes its "
+        "tab and is reported (0: the browser's own bound)",
+    )
+    render_browser_args: tuple[str, ...] = setting(
+        (),
+        values.strings,
+        "more command-line flags for the rendering browser (a list, e.g. --lang=de)",
+    )
     source: str = "<defaults>"  # the file read (not a key)
 
     @property

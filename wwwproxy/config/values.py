@@ -136,6 +136,11 @@ def as_list(value: Any) -> list[Any]:
     return value
 
 
+def strings(value: Any) -> tuple[str, ...]:
+    """A list of strings."""
+    return tuple(as_str(item) for item in as_list(value))
+
+
 def listen(value: Any) -> tuple[str, int]:
     return parse_hostport(as_str(value))
 

@@ -56,6 +56,14 @@ Rules (decisions where the issue was silent are marked *):
   serve`` (or two fetches) may write the same cache at once.  What is fetched also goes into
   the cache's full-text search index (the services attach it; SQLite in WAL mode takes writers
   from both processes), so the proxy's ``/search/`` finds it at once.
+* **Rendering** (``renderer`` given: ``--render``, ``render=1``).  Every HTML page reached as
+  a listed URL or a hyperlink (2xx, fetched or fresh) is also loaded in headless Chromium
+  through the recording proxy (:mod:`wwwproxy.fetch.render`), so what its scripts load is
+  recorded as when a person browses; its links (hyperlinks, and requisites with
+  ``requisites``) are then read from the DOM the scripts left, with the same rules as above.
+  What the browser loads is not subject to robots.txt or the scope (a person's browser would
+  load it).  A page that cannot be rendered (its tab crashed or hung twice) fails, with the
+  reason; its links are read from the markup as without rendering.
 """
 
 from __future__ import annotations
@@ -68,6 +76,7 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 from urllib.parse import urljoin
 
 from ..archive.outgoing import QueuedRequest
@@ -84,11 +93,13 @@ from .bodies import Recorded, Response, page_links, read_decoded
 from .linkproc import LinkHelper
 from .links import PageLinks, is_css, is_html
 from .progress import Progress
+from .render import Rendered
 from .robots import RobotsRules, parse_robots, robots_url
 from .tasks import (
     REDIRECT_STATUSES,
     FetchOptions,
     Outcome,
+    RenderReport,
     Result,
     Role,
     Summary,
@@ -115,6 +126,12 @@ LINK_HELPER_AFTER = 16
 # --- the crawler -------------------------------------------------------------------------------
 
 
+class PageRenderer(Protocol):
+    """Loads a page in a browser through the recording proxy (:class:`~.render.Renderer`)."""
+
+    async def render(self, url: str) -> Rendered: ...
+
+
 @dataclass
 class _Host:
     slots: asyncio.Semaphore
@@ -128,9 +145,14 @@ class Prefetcher:
     has decided to go online (:func:`fetch_queue` refuses offline)."""
 
     def __init__(
-        self, services: Services, options: FetchOptions, progress: Progress | None = None
+        self,
+        services: Services,
+        options: FetchOptions,
+        progress: Progress | None = None,
+        renderer: PageRenderer | None = None,
     ) -> None:
         self.services = services
+        self.renderer = renderer
         self.store = services.store
         self.options = options
         self.progress = progress or Progress(None)
@@ -460,6 +482,8 @@ class Prefetcher:
         if not 200 <= entry.status < 300:
             return
         content_type = get_header(entry.headers, "Content-Type")
+        if self.renderer is not None and is_html(content_type) and task.role is not Role.REQUISITE:
+            entry = await self._render(url, entry)
         html = is_html(content_type) and (
             self.options.requisites or task.level < self.options.depth
         )
@@ -483,6 +507,35 @@ class Prefetcher:
         fresh = [link for link in links if best.get(link.url, task.level + 1) > task.level]
         for t in next_tasks(task, fresh, self.options):
             self._discover(t)
+
+    async def _render(self, url: URL, entry: CachedEntry | Recorded) -> CachedEntry | Recorded:
+        """Load the page in the browser (recording what it loads); the DOM its scripts left,
+        as a page to read links from, or ``entry`` itself if it could not be rendered."""
+        assert self.renderer is not None
+        self.progress.started(f"render {url.file}")
+        try:
+            rendered = await self.renderer.render(url.file)
+        finally:
+            self.progress.stopped()
+        report = RenderReport(
+            len(rendered.loaded),
+            rendered.fetched,
+            rendered.from_cache,
+            rendered.failed,
+            rendered.capped,
+            rendered.problem,
+        )
+        self.summary.rendered[url.file] = report
+        self.progress.rendered(url.file, report)
+        if rendered.problem is not None:
+            tries = "twice" if rendered.attempts > 1 else "once"
+            problem = f"not rendered ({tries}): {rendered.problem}"
+            self._report(Result(url.file, Outcome.FAILED, entry.status, problem=problem))
+        if rendered.dom is None:
+            return entry
+        body = rendered.dom.encode("utf-8", "surrogatepass")
+        headers = (("Content-Type", "text/html; charset=utf-8"),)
+        return Recorded(entry.status, entry.reason, headers, len(body), body)
 
     def _redirect_loop(self, source: str, target: str) -> str | None:
         """Record the redirect; if it closes a cycle, describe the cycle."""

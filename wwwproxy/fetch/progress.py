@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from .tasks import Outcome, Result, Summary
+from .tasks import Outcome, RenderReport, Result, Summary
 
 __all__ = [
     "REDRAW",
@@ -29,6 +29,7 @@ __all__ = [
     "format_bytes",
     "format_summary",
     "left_out_line",
+    "render_line",
     "result_line",
 ]
 
@@ -70,6 +71,22 @@ def result_line(result: Result) -> str:
     if result.outcome is Outcome.ROBOTS:
         return f"robots  {result.label}: {result.problem}"
     return f"FAILED  {status}{result.label}: {result.problem}"
+
+
+def render_line(label: str, report: RenderReport) -> str:
+    """The line for a page rendered in the browser: what its scripts and markup loaded."""
+    if report.problem is not None:
+        return f"render  {label}: not rendered: {report.problem}"
+    text = (
+        f"render  {label}: {report.requests} request{'s' if report.requests != 1 else ''} "
+        f"({report.fetched} fetched, {report.from_cache} from the cache"
+    )
+    if report.failed:
+        text += f", {report.failed} failed"
+    text += ")"
+    if report.capped:
+        text += ", stopped at the time cap"
+    return text
 
 
 def left_out_line(label: str, left_out: int, bound: int) -> str:
@@ -153,6 +170,20 @@ class Progress:
         else:
             self.stream.flush()
 
+    def rendered(self, label: str, report: RenderReport) -> None:
+        """A page was rendered in the browser (or could not be)."""
+        if self.stream is None:
+            return
+        if self.tty and report.problem is None:
+            self._draw()
+            return
+        self._clear()
+        self.stream.write(render_line(label, report) + "\n")
+        if self.tty:
+            self._draw(force=True)
+        else:
+            self.stream.flush()
+
     # -- display --
 
     def rate(self) -> float:
@@ -222,6 +253,21 @@ def format_summary(summary: Summary) -> str:
             f"page{'s' if pages != 1 else ''} with more links than max_links_per_page:"
         )
         lines += [f"  {label}: {n}" for label, n in left_out.items()]
+    rendered = summary.rendered
+    if rendered:
+        reports = rendered.values()
+        requests = sum(r.requests for r in reports)
+        line = (
+            f"{len(rendered)} page{'s' if len(rendered) != 1 else ''} rendered in the browser: "
+            f"{requests} request{'s' if requests != 1 else ''} made by them "
+            f"({sum(r.fetched for r in reports)} fetched, "
+            f"{sum(r.from_cache for r in reports)} from the cache, "
+            f"{sum(r.failed for r in reports)} failed)"
+        )
+        capped = sum(1 for r in reports if r.capped)
+        if capped:
+            line += f"; {capped} stopped at the time cap"
+        lines.append(line)
     failures = summary.failed
     if failures:
         lines.append("failed:")

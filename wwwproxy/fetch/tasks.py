@@ -25,6 +25,7 @@ __all__ = [
     "FetchOptions",
     "Outcome",
     "Redirect",
+    "RenderReport",
     "Result",
     "Role",
     "Summary",
@@ -137,6 +138,20 @@ class Result:
         return self.outcome in (Outcome.FETCHED, Outcome.FRESH)
 
 
+@dataclass(frozen=True)
+class RenderReport:
+    """What rendering a page in the browser (``--render``) made it load beside its document:
+    ``requests`` in all, ``fetched`` from the network, ``from_cache``, ``failed`` (no answer,
+    or 4xx/5xx); ``capped``: stopped at the time cap; ``problem``: not rendered at all."""
+
+    requests: int = 0
+    fetched: int = 0
+    from_cache: int = 0
+    failed: int = 0
+    capped: bool = False
+    problem: str | None = None
+
+
 @dataclass
 class Summary:
     results: dict[str, Result] = field(default_factory=dict)
@@ -145,6 +160,8 @@ class Summary:
     capped: int = 0
     #: pages with more links than ``max_links_per_page``: how many references were left unread
     links_left_out: dict[str, int] = field(default_factory=dict)
+    #: pages rendered in the browser (``--render``): what each loaded
+    rendered: dict[str, RenderReport] = field(default_factory=dict)
 
     @property
     def bytes(self) -> int:

@@ -108,7 +108,10 @@ class ProxyServer:
     def config(self):  # noqa: ANN201 (a Config; kept short for the handler and tests)
         return self.services.config
 
-    def make_app(self) -> web.Application:
+    def make_app(self, *, owns_services: bool = True) -> web.Application:
+        """The aiohttp application; its cleanup closes the services unless someone else owns
+        them (``owns_services`` False: a crawl's recorder for its browser)."""
+
         @web.middleware
         async def every_request(
             request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -132,7 +135,8 @@ class ProxyServer:
             await self.services.close()
 
         app.on_shutdown.append(on_shutdown)
-        app.on_cleanup.append(on_cleanup)
+        if owns_services:
+            app.on_cleanup.append(on_cleanup)
         return app
 
     # --- the handler ---------------------------------------------------------------------

@@ -14,6 +14,7 @@ import logging
 import secrets
 import ssl
 from collections.abc import Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -141,6 +142,9 @@ class Services:
         self.reread_config: Callable[[], str | None] | None = None
         #: the cache's online-session log, once serve has started (None: not serving)
         self.sessions: SessionLog | None = None
+        #: a proxy of these services for a rendering browser, its ``host:port`` while open
+        #: (:func:`wwwproxy.app.browser_recorder`; set by serve and by ``wwwproxy fetch``)
+        self.browser_recorder: Callable[[], AbstractAsyncContextManager[str]] | None = None
         self._apply(config)
 
     # --- configuration -----------------------------------------------------------------------
@@ -331,11 +335,15 @@ class Services:
     async def close(self) -> None:
         self._note_session(self.mode.value, None)
         self.sessions = None
+        await self.cancel_background()
+        await self.engine.close()
+
+    async def cancel_background(self) -> None:
+        """Cancel the background jobs (revalidations, refreshes) and wait for them."""
         for task in list(self._background):
             task.cancel()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
-        await self.engine.close()
 
 
 def ip_address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

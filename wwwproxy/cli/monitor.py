@@ -1,0 +1,73 @@
+"""``wwwproxy monitor add|list|remove``: URLs the running proxy refetches on a schedule
+(:mod:`wwwproxy.fetch.monitor`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from .fetch import SubParsers, _config, _err, add_config_options
+
+__all__ = ["add_monitor_parser", "cmd_monitor"]
+
+
+def add_monitor_parser(sub: SubParsers) -> argparse.ArgumentParser:
+    """``wwwproxy monitor add|list|remove``."""
+    p = sub.add_parser(
+        "monitor",
+        help="URLs the running proxy refetches on a schedule",
+        description="Monitored URLs are kept in CACHE/monitor.yaml; the running proxy fetches "
+        "each (with its requisites) when due and online or autodial. A new URL is due at once.",
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    add_config_options(common)
+    add = actions.add_parser(
+        "add",
+        parents=[common],
+        help="monitor a URL",
+        description="Monitor URL every HOURS hours, or at --hours (0-23, local time; default "
+        "0) on --weekdays (mon..sun; default every day). Adding a monitored URL again "
+        "changes its schedule.",
+    )
+    add.add_argument("url", metavar="URL")
+    add.add_argument("--every", metavar="HOURS", help="fetch every HOURS hours")
+    add.add_argument("--weekdays", metavar="DAYS", help="e.g. mon,thu")
+    add.add_argument("--hours", metavar="HOURS", help="e.g. 6,18")
+    actions.add_parser("list", parents=[common], help="list monitored URLs")
+    remove = actions.add_parser("remove", parents=[common], help="stop monitoring a URL")
+    remove.add_argument("url", metavar="URL")
+    p.set_defaults(func=cmd_monitor)
+    return p
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from ..config import ConfigError
+    from ..fetch import monitor
+
+    try:
+        path = monitor.monitor_path(_config(args).cache)
+        if args.action == "add":
+            if args.every is not None and (args.weekdays or args.hours):
+                raise monitor.MonitorError("give --every, or --weekdays/--hours, not both")
+            schedule = monitor.parse_schedule(args.every, args.weekdays, args.hours)
+            entry = monitor.add(path, args.url, schedule)
+            print(f"monitoring {entry.url} {monitor.describe(entry.schedule)}")
+            return 0
+        if args.action == "remove":
+            if monitor.remove(path, args.url):
+                print(f"no longer monitoring {args.url}")
+                return 0
+            _err("monitor remove", f"{args.url} is not monitored")
+            return 1
+        now = datetime.now().astimezone()
+        for row in monitor.page_rows(path, now):
+            last = row["last"] or "never"
+            nxt = "due now" if row["due"] else f"next {row['next']}"
+            error = f"\tlast try failed: {row['error']}" if row["error"] else ""
+            print(f"{row['url']}\t{row['schedule']}\tlast {last}\t{nxt}{error}")
+        return 0
+    except (ConfigError, monitor.MonitorError) as exc:
+        _err(f"monitor {args.action}", exc)
+        return 2
