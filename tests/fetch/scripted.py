@@ -9,9 +9,9 @@ What the pages need, none of it written in their markup:
 * a web font from a stylesheet the loader injects;
 * a hyperlink written by the bundle (``/scripted-link.html``), found only in the rendered DOM.
 
-And two pages that misbehave: ``/forever.html`` fetches on a timer forever, ``/crash.html``
-allocates until its tab's JavaScript heap is spent.  The site runs in a thread, so the CLI
-(which runs its own event loop) can be pointed at it.
+And three pages that misbehave: ``/forever.html`` fetches on a timer forever, ``/crash.html``
+allocates until its tab's JavaScript heap is spent, ``/hang.html`` loops forever.  The site
+runs in a thread, so the CLI (which runs its own event loop) can be pointed at it.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ BUNDLE = """
 })();
 """
 
-FONTS_CSS = """@font-face { font-family: "Galaxy"; src: url("/fonts/galaxy.ttf") format("truetype"); }
+FONTS_CSS = """@font-face { font-family: "Galaxy"; src: url("/fonts/galaxy.ttf"); }
 body, h1 { font-family: "Galaxy", monospace; }
 """
 
@@ -124,6 +124,9 @@ CRASH = """<!doctype html><html><head><meta charset="utf-8"><title>crash</title>
 <body><p>crashing</p><script>
 var hoard = []; for (;;) { hoard.push(new Array(100000).fill(Math.random())); }
 </script></body></html>"""
+
+HANG = """<!doctype html><html><head><meta charset="utf-8"><title>hang</title></head>
+<body><p>busy</p><script>for (;;) {}</script></body></html>"""
 
 COLOURS = {
     "a": (200, 30, 30),
@@ -161,6 +164,7 @@ def pages() -> dict[str, tuple[str, bytes]]:
         "/fonts/galaxy.ttf": ("font/ttf", font_file()),
         "/forever.html": (html, FOREVER.encode()),
         "/crash.html": (html, CRASH.encode()),
+        "/hang.html": (html, HANG.encode()),
     }
     for name, rgb in COLOURS.items():
         out[f"/img/{name}.png"] = ("image/png", png(rgb))
@@ -243,6 +247,13 @@ class Visit:
     statuses: dict[str, int | None]
 
 
+#: every image that has a source loaded, and the web fonts
+ALL_LOADED = (
+    "() => document.fonts.status === 'loaded' && "
+    "[...document.images].every((img) => !img.getAttribute('src') || img.complete)"
+)
+
+
 def hermetic_args(proxy_port: int) -> list[str]:
     """Chromium through the proxy on ``proxy_port`` for every URL, loopback too, resolving no
     name itself, with none of its own traffic."""
@@ -279,17 +290,18 @@ async def browse(proxy_port: int, urls: list[str], executable: str) -> dict[str,
                 page.on("requestfailed", lambda r, s=statuses: s.__setitem__(r.url, None))
                 await page.goto(url, wait_until="networkidle", timeout=30_000)
                 for _ in range(10):
+                    # a screen down; two frames later what came into view has been seen
                     at_end = await page.evaluate(
-                        "() => { window.scrollBy(0, window.innerHeight);"
-                        " return window.scrollY + window.innerHeight"
-                        " >= document.documentElement.scrollHeight - 2; }"
+                        "() => new Promise((done) => { window.scrollBy(0, window.innerHeight);"
+                        " requestAnimationFrame(() => requestAnimationFrame(() => done("
+                        "window.scrollY + window.innerHeight"
+                        " >= document.documentElement.scrollHeight - 2))); })"
                     )
-                    await page.wait_for_load_state("networkidle", timeout=30_000)
+                    await page.wait_for_function(ALL_LOADED, timeout=30_000)
                     if at_end:
                         break
-                await page.evaluate("() => document.fonts.ready.then(() => true)")
                 await page.evaluate("() => window.scrollTo(0, 0)")
-                await page.wait_for_load_state("networkidle", timeout=30_000)
+                await page.wait_for_function(ALL_LOADED, timeout=30_000)
                 shot = await page.screenshot(full_page=True)
                 visits[url] = Visit(await page.content(), shot, statuses)
                 await page.close()

@@ -21,6 +21,7 @@ from wwwproxy import app
 from wwwproxy.cli import main
 from wwwproxy.config import load_config
 from wwwproxy.fetch.render import (
+    Loaded,
     NetworkLog,
     RenderOptions,
     RenderUnavailable,
@@ -151,3 +152,151 @@ def test_without_render_the_scripts_requisites_are_missing_offline(
     for path in SCRIPTED[:2]:  # the bundle and the style sheet; what they would load follows
         assert scripted_site.url(path) in missing
     assert len(queued(conf)) >= 2  # offline, the misses are queued for the next fetch
+
+
+def test_a_page_that_never_settles_ends_at_the_cap_and_the_crawl_goes_on(
+    tmp_path: Path, scripted_site: ScriptedSite, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = write_config(tmp_path, "forever")
+    code, err = fetch(
+        capsys, conf, "--render", "--render-timeout", "4", "--depth", "1",
+        scripted_site.url("/forever.html"),
+    )  # fmt: skip
+    assert code == 0, err  # what it loaded by then is recorded: not a failure
+    lines = {line.split(": ", 1)[0]: line for line in err.splitlines() if line.startswith("render")}
+    assert lines[f"render  {scripted_site.url('/forever.html')}"].endswith("time cap"), err
+    assert not lines[f"render  {scripted_site.url('/second.html')}"].endswith("time cap"), err
+    hits = scripted_site.take_hits()
+    ticks = [hit for hit in hits if hit.startswith("/api/tick")]
+    assert len(ticks) >= 5  # the timer ran until the cap ...
+    assert "/img/lazy-second-1.png" in hits  # ... and the crawl went on to its link
+    assert "1 stopped at the time cap" in err
+
+
+def test_a_page_that_crashes_its_tab_is_reported_and_the_crawl_goes_on(
+    tmp_path: Path, scripted_site: ScriptedSite, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = write_config(tmp_path, "crash", memory=16)
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"{scripted_site.url('/crash.html')}\n{scripted_site.url('/')}\n")
+    code, err = fetch(capsys, conf, "--render", str(listing))
+    assert code == 1, err
+    crash = scripted_site.url("/crash.html")
+    assert f"{crash}: not rendered (twice): its tab crashed" in err
+    assert err.count(f"render  {crash}: not rendered") == 1
+    assert scripted_site.take_hits().count("/crash.html") >= 1
+    assert "1 failed" in err
+    # the other page was rendered whole
+    assert f"render  {scripted_site.url('/')}: 9 requests" in err
+
+
+def test_a_page_whose_script_never_ends_is_reported_and_the_crawl_goes_on(
+    tmp_path: Path, scripted_site: ScriptedSite, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = write_config(tmp_path, "hang", timeout=4)
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"{scripted_site.url('/hang.html')}\n{scripted_site.url('/second.html')}\n")
+    code, err = fetch(capsys, conf, "--render", str(listing))
+    assert code == 1, err
+    assert f"{scripted_site.url('/hang.html')}: not rendered (twice): its tab stopped" in err
+    assert f"render  {scripted_site.url('/second.html')}: 8 requests" in err
+
+
+def test_without_chromium_render_says_how_to_install_it_and_fetches_nothing(
+    tmp_path: Path, scripted_site: ScriptedSite, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = write_config(tmp_path, "nobrowser")
+    with conf.open("a") as out:
+        out.write(f"render_browser: {tmp_path / 'no-such-chromium'}\n")
+    code, err = fetch(capsys, conf, "--render", scripted_site.url("/"))
+    assert code == 2
+    assert "apt-get install chromium" in err and "no-such-chromium" in err
+    assert scripted_site.take_hits() == []
+    # everything else works without it
+    code, err = fetch(capsys, conf, scripted_site.url("/"))
+    assert code == 0, err
+
+
+# --- the pure parts ----------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("events", "idle"),
+    [
+        ([], False),  # just made: nothing has been quiet for long enough
+        ([("wait", 0.6)], True),
+        ([("start", 1), ("wait", 5)], False),  # a request in flight is never idle
+        ([("start", 1), ("end", 1), ("wait", 0.4)], False),
+        ([("start", 1), ("end", 1), ("wait", 0.5)], True),
+        ([("start", 1), ("start", 2), ("end", 1), ("wait", 1)], False),
+        ([("start", 1), ("start", 2), ("end", 1), ("end", 2), ("wait", 1)], True),
+        ([("wait", 1), ("touch", 0), ("wait", 0.2)], False),  # a scroll counts anew
+        ([("start", 1), ("end", 1), ("end", 1), ("wait", 1)], True),  # never below zero
+        ([("start", 1), ("answer", 1), ("wait", 0.6)], False),
+    ],
+)
+def test_network_idle(events: list[tuple[str, float]], idle: bool) -> None:
+    clock = Clock()
+    log = NetworkLog(clock)
+    for kind, value in events:
+        if kind == "wait":
+            clock.now += value
+        elif kind == "start":
+            log.started(int(value), f"http://example.com/{value}", "GET")
+        elif kind == "end":
+            log.ended(int(value))
+        elif kind == "answer":
+            log.answered(int(value), 200, False)
+        else:
+            log.touch()
+    assert log.idle(0.5) is idle
+
+
+def test_network_log_lists_the_requests_but_the_document() -> None:
+    log = NetworkLog(Clock())
+    log.started(1, "http://example.com/", "GET", document=True)
+    log.started(2, "http://example.com/a.js", "GET")
+    log.started(3, "http://example.com/api", "POST")
+    log.answered(1, 200, True)
+    log.answered(2, 200, True)
+    log.ended(3, "net::ERR_FAILED")
+    assert log.requests() == [
+        Loaded("http://example.com/a.js", "GET", 200, True),
+        Loaded("http://example.com/api", "POST", None, False, "net::ERR_FAILED"),
+    ]
+    assert log.inflight == 2  # the document and a.js have not ended
+
+
+def test_browser_args_send_everything_through_the_proxy_with_a_bounded_heap() -> None:
+    args = browser_args("127.0.0.1:3128", RenderOptions(tab_memory=64, extra_args=("--lang=de",)))
+    assert args[:2] == ["--proxy-server=http://127.0.0.1:3128", "--proxy-bypass-list=<-loopback>"]
+    assert "--js-flags=--max-old-space-size=64" in args
+    assert "--disable-background-networking" in args
+    assert args[-1] == "--lang=de"
+    assert not any("max-old-space" in a for a in browser_args("h:1", RenderOptions(tab_memory=0)))
+
+
+def test_find_browser(tmp_path: Path) -> None:
+    assert find_browser("sh") == shutil.which("sh")
+    with pytest.raises(RenderUnavailable, match="apt-get install chromium"):
+        find_browser(str(tmp_path / "none"))
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ({"timeout": 0}, "more than 0 seconds"),
+        ({"tabs": -1}, "0 \\(from the cores\\) or more"),
+    ],
+)
+def test_render_options_refuse_nonsense(options: dict[str, float], problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        RenderOptions(**options)  # type: ignore[arg-type]

@@ -14,7 +14,8 @@ What a page gets (:meth:`Renderer.render`), all within ``timeout`` seconds:
 
 1. loaded until its ``load`` event;
 2. scrolled down a viewport at a time to its end (lazy images, infinite lists: at most
-   ``scrolls`` steps), the network let go idle after each step, then back to the top;
+   ``scrolls`` steps), the network let go idle after each step (``scroll_idle``), then back
+   to the top;
 3. its web fonts loaded (``document.fonts.ready``) and the network idle: no request started
    or finished for ``idle`` seconds;
 4. its DOM serialized.
@@ -149,6 +150,8 @@ class RenderOptions:
     extra_args: tuple[str, ...] = ()
     scrolls: int = 30
     idle: float = 0.5
+    #: quiet after a scroll step (its lazy loads have started by then: two frames passed)
+    scroll_idle: float = 0.25
     viewport: tuple[int, int] = (1280, 800)
 
     def __post_init__(self) -> None:
@@ -381,15 +384,17 @@ class Renderer:
             )
             if crashed.is_set():
                 return Rendered(url, loaded=network.requests(), problem="its tab crashed")
-            if steps.done():
-                try:
-                    dom, capped = steps.result()
-                except self._errors as exc:
-                    return Rendered(url, loaded=network.requests(), problem=_first_line(exc))
-                return Rendered(url, dom, network.requests(), capped)
             cap = self.options.timeout
-            problem = f"its tab stopped answering within {cap:g} s (a script that never ends?)"
-            return Rendered(url, loaded=network.requests(), problem=problem)
+            hung = f"its tab stopped answering within {cap:g} s (a script that never ends?)"
+            if not steps.done():
+                return Rendered(url, loaded=network.requests(), problem=hung)
+            try:
+                dom, capped = steps.result()
+            except TimeoutError:  # the DOM could not be read within the grace time
+                return Rendered(url, loaded=network.requests(), problem=hung)
+            except self._errors as exc:
+                return Rendered(url, loaded=network.requests(), problem=_first_line(exc))
+            return Rendered(url, dom, network.requests(), capped)
         finally:
             for task in (steps, crash):
                 task.cancel()
@@ -419,7 +424,8 @@ class Renderer:
             for _ in range(self.options.scrolls):
                 at_end = await _within(page.evaluate(SCROLL_STEP), deadline)
                 network.touch()
-                if at_end is None or not await self._settle(page, network, deadline):
+                quiet = self.options.scroll_idle
+                if at_end is None or not await self._settle(page, network, deadline, quiet):
                     capped = True
                     break
                 if at_end:
@@ -433,12 +439,15 @@ class Renderer:
         dom = await asyncio.wait_for(page.content(), max(deadline - loop.time(), 0) + GRACE)
         return dom, capped
 
-    async def _settle(self, page: Page, network: NetworkLog, deadline: float) -> bool:
-        """Web fonts loaded and the network idle before ``deadline``; False if not."""
+    async def _settle(
+        self, page: Page, network: NetworkLog, deadline: float, quiet: float | None = None
+    ) -> bool:
+        """Web fonts loaded and the network idle (``quiet`` seconds; default ``idle``) before
+        ``deadline``; False if not."""
         if await _within(page.evaluate(FONTS_READY), deadline) is None:
             return False
         loop = asyncio.get_running_loop()
-        while not network.idle(self.options.idle):
+        while not network.idle(self.options.idle if quiet is None else quiet):
             if loop.time() >= deadline:
                 return False
             await asyncio.sleep(0.05)
