@@ -274,9 +274,14 @@ async def browser_recorder(services: Services) -> AsyncIterator[str]:
     ``host:port``.  What was recorded less than :data:`RENDER_REUSE` seconds ago is taken from
     the cache without asking (as a browser's own cache would: a site's script bundles are
     fetched once a crawl, not once a page, and the page the crawl just fetched is not fetched
-    again); everything else as the configuration says.  Only this machine may use it."""
+    again); HTTPS is intercepted for every host but ``https_bypass``'s; everything else as the
+    configuration says.  Only this machine may use it."""
     config = dataclasses.replace(
-        services.config, request_changed=max(services.config.request_changed, RENDER_REUSE)
+        services.config,
+        request_changed=max(services.config.request_changed, RENDER_REUSE),
+        # the crawl records HTTPS itself, so what its browser loads over HTTPS is recorded
+        # too (https_bypass still holds); the browser is told to take the proxy's certificates
+        https_intercept=("*",),
     )
     recording = Services(
         config, services.store, mode=Mode.ONLINE, search=services.search, engine=services.engine

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import struct
 import threading
 import zlib
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import trustme
 from aiohttp import web
 
 HASH = "".join(format(n * 7, "x") for n in (3, 1, 4))  # what the loader composes: "157"
@@ -174,11 +176,14 @@ def pages() -> dict[str, tuple[str, bytes]]:
 @dataclass
 class ScriptedSite:
     port: int
+    #: over TLS: the PEM file of the CA that issued its certificate (None: plain HTTP)
+    ca_pem: Path | None = None
     hits: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        scheme = "https" if self.ca_pem else "http"
+        return f"{scheme}://127.0.0.1:{self.port}{path}"
 
     def take_hits(self) -> list[str]:
         with self.lock:
@@ -187,9 +192,18 @@ class ScriptedSite:
 
 
 @contextlib.contextmanager
-def serve_scripted_site() -> Iterator[ScriptedSite]:
-    """The site on 127.0.0.1, served from a thread of its own."""
+def serve_scripted_site(ca_dir: Path | None = None) -> Iterator[ScriptedSite]:
+    """The site on 127.0.0.1, served from a thread of its own; with ``ca_dir``, over TLS
+    (a certificate for 127.0.0.1 from a new CA, whose PEM file is written there)."""
     content = pages()
+    tls: ssl.SSLContext | None = None
+    ca_pem: Path | None = None
+    if ca_dir is not None:
+        ca = trustme.CA()
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ca.issue_cert("127.0.0.1").configure_cert(tls)
+        ca_pem = ca_dir / "origin-ca.pem"
+        ca.cert_pem.write_to_path(str(ca_pem))
     ready = threading.Event()
     holder: list[ScriptedSite] = []
     loop = asyncio.new_event_loop()
@@ -214,10 +228,10 @@ def serve_scripted_site() -> Iterator[ScriptedSite]:
         app.router.add_route("GET", "/{tail:.*}", handler)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        holder.append(ScriptedSite(port))
+        holder.append(ScriptedSite(port, ca_pem))
         ready.set()
         await stop.wait()
         await runner.cleanup()
@@ -282,7 +296,10 @@ async def browse(proxy_port: int, urls: list[str], executable: str) -> dict[str,
             executable_path=executable, args=hermetic_args(proxy_port), chromium_sandbox=False
         )
         try:
-            context = await browser.new_context(viewport={"width": 800, "height": 600})
+            # (HTTPS: the proxy's certificates, made by its own CA)
+            context = await browser.new_context(
+                viewport={"width": 800, "height": 600}, ignore_https_errors=True
+            )
             for url in urls:
                 page = await context.new_page()
                 statuses: dict[str, int | None] = {}

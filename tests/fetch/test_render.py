@@ -59,11 +59,13 @@ def chromium() -> str:
     return path
 
 
-def write_config(tmp_path: Path, name: str, *, timeout: float = 30, memory: int = 512) -> Path:
+def write_config(
+    tmp_path: Path, name: str, *, timeout: float = 30, memory: int = 512, extra: str = ""
+) -> Path:
     cache = tmp_path / name
     conf = tmp_path / f"{name}.yaml"
     conf.write_text(
-        f"cache: {cache}\n"
+        extra + f"cache: {cache}\n"
         "upstream_proxy: http://127.0.0.1:9\n"
         'no_proxy: ["127.0.0.1"]\n'
         f'render_browser_args: ["{HERMETIC}"]\n'
@@ -152,6 +154,26 @@ def test_without_render_the_scripts_requisites_are_missing_offline(
     for path in SCRIPTED[:2]:  # the bundle and the style sheet; what they would load follows
         assert scripted_site.url(path) in missing
     assert len(queued(conf)) >= 2  # offline, the misses are queued for the next fetch
+
+
+def test_render_over_https_records_what_the_scripts_load(
+    tmp_path: Path, chromium: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The crawl's browser goes through the recorder's HTTPS interception whatever
+    ``https_intercept`` says; offline, a proxy that intercepts serves it all."""
+    with serve_scripted_site(tmp_path) as site:
+        assert site.ca_pem is not None
+        tls = f"upstream_ca: {site.ca_pem}\nconnect_ports: [443, {site.port}]\n"
+        conf = write_config(tmp_path, "https", extra=tls)
+        code, err = fetch(capsys, conf, "--render", site.url("/second.html"))
+        assert code == 0, err
+        hits = set(site.take_hits())
+        assert {f"/static/app.{HASH}.js?version={HASH}", "/img/lazy-second-2.png"} <= hits, err
+        offline_conf = write_config(tmp_path, "https", extra=tls + 'https_intercept: ["*"]\n')
+        offline = visit(offline_conf, Mode.OFFLINE, [site.url("/second.html")], chromium)
+        assert misses(offline) == {}
+        assert queued(conf) == []
+        assert site.take_hits() == []
 
 
 def test_a_page_that_never_settles_ends_at_the_cap_and_the_crawl_goes_on(
