@@ -503,3 +503,24 @@ def test_monitor_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     (tmp_path / "cache" / "monitor.yaml").write_text("- url: http://example.com/\n  every: x\n")
     code, _, err = run(capsys, "monitor", "list", *cache)
     assert code == 2 and "monitor.yaml: line 1" in err
+
+
+def test_monitor_add_render(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--render`` is stored as ``render: true`` and listed; with no browser to render with,
+    the entry is added all the same and a warning says how to install one."""
+    conf = tmp_path / "conf.yaml"
+    conf.write_text(f"cache: {tmp_path / 'cache'}\nrender_browser: /nonexistent/chromium\n")
+    code, out, err = run(
+        capsys, "monitor", "add", "http://example.com/app", "--every", "6", "--render", "-c", conf
+    )
+    assert code == 0
+    assert out == "monitoring http://example.com/app every 6 hours, rendered in a browser\n"
+    assert "warning: its fetches fail until this is done: render_browser" in err
+    assert "apt-get install chromium" in err
+    assert "  render: true\n" in (tmp_path / "cache" / "monitor.yaml").read_text()
+    run(capsys, "monitor", "add", "http://example.com/plain", "--every", "6", "-c", conf)
+    code, out, _ = run(capsys, "monitor", "list", "-c", conf)
+    assert out.splitlines() == [
+        "http://example.com/app\tevery 6 hours, rendered\tlast never\tdue now",
+        "http://example.com/plain\tevery 6 hours\tlast never\tdue now",
+    ]

@@ -201,6 +201,67 @@ def test_bad_files_are_named_with_the_line(tmp_path: Path, text: str, message: s
     assert path.read_text() == text
 
 
+@pytest.mark.parametrize(
+    ("text", "render"),
+    [
+        ("- url: http://example.com/\n  every: 6\n", False),  # a file from before the key
+        ("- url: http://example.com/\n  every: 6\n  render: true\n", True),
+        ("- url: http://example.com/\n  every: 6\n  render: false\n", False),
+        ("- url: http://example.com/\n  render: true\n  hours: [6]\n", True),
+        ("- url: http://example.com/\n  every: 6\n  render: yes\n", "line 3: render must be"),
+        ("- url: http://example.com/\n  every: 6\n  render: 1\n", "line 3: render must be"),
+        ("- url: http://example.com/\n  every: 6\n  render:\n", "line 3: render must be"),
+    ],
+)
+def test_render_of_an_entry(tmp_path: Path, text: str, render: bool | str) -> None:
+    path = tmp_path / "monitor.yaml"
+    path.write_text(text)
+    if isinstance(render, str):
+        with pytest.raises(MonitorError, match=render):
+            monitor.load(path)
+        return
+    (entry,) = monitor.load(path)
+    assert entry.render is render
+    assert monitor.page_rows(path, NOW)[0]["render"] is render
+
+
+def test_add_with_render_writes_the_key_and_adding_again_sets_it(tmp_path: Path) -> None:
+    path = tmp_path / "monitor.yaml"
+    entry = monitor.add(path, "http://example.com/a", Schedule(every=6), render=True)
+    assert entry.render
+    monitor.record_result(path, "http://example.com/a", NOW)
+    assert path.read_text().splitlines()[1:] == [
+        "- url: http://example.com/a",
+        "  every: 6",
+        "  render: true",
+        "  last: '2024-05-02T05:30:00Z'",
+    ]
+    assert monitor.add(path, "http://example.com/a", Schedule(hours=(6,))).render is False
+    assert path.read_text().splitlines()[1:] == [
+        "- url: http://example.com/a",
+        "  hours: [6]",
+        "  last: '2024-05-02T05:30:00Z'",
+    ]
+    (entry,) = monitor.load(path)
+    assert not entry.render and entry.last == NOW
+
+
+async def test_a_rendered_entry_without_a_browser_is_noted(tmp_path: Path, site: Site) -> None:
+    """Outside a running proxy there is no recording proxy for a browser: the entry's error
+    says so, and the entries without render are fetched all the same."""
+    cache = tmp_path / "cache"
+    path = monitor.monitor_path(cache)
+    rendered, plain = site.url("/a.html"), site.url("/deep/d.html")
+    monitor.add(path, rendered, Schedule(every=1), render=True)
+    monitor.add(path, plain, Schedule(every=1))
+    async with open_services(Config(cache=cache)) as services:
+        done = dict(await monitor.run_due(services, path))
+    assert done[plain] is None
+    assert done[rendered] == "not rendered: no recording proxy for the browser (not serving)"
+    assert monitor.load(path)[0].error == done[rendered]
+    assert site.take_hits() == ["/deep/d.html"]
+
+
 def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     path = tmp_path / "monitor.yaml"
     urls = [f"http://example.com/{i}" for i in range(24)]

@@ -3,7 +3,8 @@ list ``wwwproxy monitor add|list|remove`` manages (``<cache>/monitor.yaml``).
 
 GET lists them (schedule, last fetch, next fetch, last error) with a form to add one.  A POST
 adds ``url`` with ``every=HOURS``, or ``weekdays`` (repeatable or comma-separated) and/or
-``hours=6,18`` (adding a monitored URL again changes its schedule); ``remove=URL`` stops
+``hours=6,18``, and ``render=1`` to load it in headless Chromium too when it is fetched
+(adding a monitored URL again changes its schedule and render); ``remove=URL`` stops
 monitoring one; ``fetch=URL`` fetches one with its requisites now, due or not.  The running
 server fetches each URL when it is due and the proxy is online or autodial.
 """
@@ -66,10 +67,12 @@ async def _post(ctx: Context, path: Path) -> str:
         raise PageError(400, f"Only http and https URLs can be monitored, not {url.proto}.")
     if ctx.services.is_own(url):
         raise PageError(400, "That is one of this proxy's own pages.")
-    entry = await in_worker(monitor.add, path, url.file, _schedule(ctx))
+    render = ctx.flag("render")
+    entry = await in_worker(monitor.add, path, url.file, _schedule(ctx), render=render)
+    rendered = ", rendered in a browser" if entry.render else ""
     return (
-        f"Monitoring {entry.url} {monitor.describe(entry.schedule)}; it is fetched when due "
-        "while the proxy is online or autodial."
+        f"Monitoring {entry.url} {monitor.describe(entry.schedule)}{rendered}; it is fetched "
+        "when due while the proxy is online or autodial."
     )
 
 
@@ -116,7 +119,7 @@ async def page(ctx: Context) -> web.StreamResponse:
                 (
                     f'<a class="url" href="{esc(row["url"])}">{esc(row["url"])}</a> '
                     + link("/history/", "history", {"url": row["url"]}),
-                    esc(row["schedule"]),
+                    esc(row["schedule"] + (", rendered" if row["render"] else "")),
                     (esc(_when(row["last"]) or "never"), "when"),
                     (esc("due now" if row["due"] else _when(row["next"])), "when"),
                     esc(row["error"] or ""),
@@ -138,6 +141,9 @@ async def page(ctx: Context) -> web.StreamResponse:
             '<div class="row"><label>at hours <input type="text" name="hours" size="10" '
             'placeholder="6,18"></label><span class="muted">0-23, the proxy\'s local time; '
             "none: midnight</span></div>"
+            '<div class="row"><label><input type="checkbox" name="render" value="1"> render '
+            "it in a browser (headless Chromium), to also fetch what its scripts load"
+            "</label></div>"
             '<div class="row"><button class="primary">Monitor</button><span class="muted">'
             "A new URL is fetched at once (with its images, style sheets, scripts and "
             "frames), then when due.</span></div></form>"

@@ -2,16 +2,20 @@
 WWWOFFLE's refresh options: follow links ``depth`` levels (0-3) and fetch page requisites
 (``req=images``, ``stylesheets``, ``scripts``, ``frames``, repeated, or ``req=all``); links are
 followed on the same host (``scope=host``, the default) or anywhere (``scope=any``), requisites
-come from any host (a page's images on another server are part of the page).
+come from any host (a page's images on another server are part of the page).  ``render=1``
+also loads each page in headless Chromium through the recording proxy
+(:mod:`wwwproxy.fetch.render`), so what its scripts load is recorded and its links come from
+the rendered DOM; the job lists what each rendered page loaded (no browser: the job says how
+to install one).
 
 GET shows the form and the recent refresh jobs; POST starts one.  A job is a run of the one
 crawler (:class:`wwwproxy.fetch.prefetch.Prefetcher`), as ``wwwproxy fetch`` is: the URL itself
 is reloaded (revalidated or fetched, never taken as fresh), links and requisites are fetched
 when the cache policy says they are stale, robots.txt is honoured for what is followed, and a
-job takes on at most 200 URLs.  A plain refresh is done before the answer; one with links or
-requisites runs in the background, and the jobs list shows its progress.  Offline nothing is
-fetched: the URL (and the links and requisites of its cached copy) is queued for the next time
-online.
+job takes on at most 200 URLs.  A plain refresh is done before the answer; one with links,
+requisites or rendering runs in the background, and the jobs list shows its progress.  Offline
+nothing is fetched (nor rendered): the URL (and the links and requisites of its cached copy) is
+queued for the next time online.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -29,8 +33,9 @@ from .. import __version__
 from ..archive.outgoing import QueuedRequest
 from ..fetch.bodies import page_links
 from ..fetch.prefetch import Prefetcher
-from ..fetch.progress import Progress
-from ..fetch.tasks import FetchOptions, Outcome, Result, Role, Task, next_tasks
+from ..fetch.progress import Progress, render_line
+from ..fetch.render import RenderUnavailable, render_options, rendering
+from ..fetch.tasks import FetchOptions, Outcome, RenderReport, Result, Role, Task, next_tasks
 from ..http.policy import Mode
 from ..url import canonicalize
 from .context import Context, PageError
@@ -41,6 +46,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..fetch.links import Link
+    from ..fetch.render import Renderer
     from ..recording.services import Services
 
 __all__ = ["FOLLOW", "GROUPS", "MAX_URLS", "RefreshJob", "page"]
@@ -76,6 +82,9 @@ class _JobProgress(Progress):
         if result.outcome is Outcome.FAILED:
             self.job.error(f"{result.label}: {result.problem}")
 
+    def rendered(self, label: str, report: RenderReport) -> None:
+        self.job.rendered[label] = report
+
 
 @dataclass
 class RefreshJob:
@@ -84,12 +93,15 @@ class RefreshJob:
     groups: tuple[str, ...]
     scope: str
     offline: bool
+    render: bool = False
     id: int = field(default_factory=lambda: next(_ids))
     started: datetime = field(default_factory=lambda: datetime.now(UTC))
     queued: int = 0
     done: bool = False
     status: int | None = None  # of the URL itself
     errors: list[str] = field(default_factory=list)
+    #: what each page rendered in the browser loaded (``render``)
+    rendered: dict[str, RenderReport] = field(default_factory=dict)
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     progress: Progress = field(init=False, repr=False)
 
@@ -138,6 +150,7 @@ class RefreshJob:
             "requisites": list(self.groups),
             "scope": self.scope,
             "offline": self.offline,
+            "render": self.render,
             "started": self.started.isoformat(),
             "status": self.status,
             "fetched": self.fetched,
@@ -147,6 +160,7 @@ class RefreshJob:
             "queued": self.queued,
             "done": self.done,
             "errors": self.errors,
+            "rendered": {url: asdict(report) for url, report in self.rendered.items()},
         }
 
     def error(self, message: str) -> None:
@@ -157,16 +171,23 @@ class RefreshJob:
         try:
             if self.offline:
                 await self._queue_all(services)
+            elif self.render:
+                async with rendering(services, render_options(services.config)) as renderer:
+                    await self._crawl(services, renderer)
             else:
                 await self._crawl(services)
+        except RenderUnavailable as exc:
+            log.warning("refresh of %s: not rendered: %s", self.url, exc)
+            self.error(f"not rendered: {exc}")
         except Exception as exc:  # noqa: BLE001 (a background job must report, never vanish)
             log.exception("refresh of %s failed", self.url)
             self.error(f"stopped: {exc}")
         finally:
             self.done = True
 
-    async def _crawl(self, services: Services) -> None:
-        summary = await Prefetcher(services, self.options(), self.progress).run([self.url])
+    async def _crawl(self, services: Services, renderer: Renderer | None = None) -> None:
+        prefetcher = Prefetcher(services, self.options(), self.progress, renderer)
+        summary = await prefetcher.run([self.url])
         result = summary.results.get(self.url)
         self.status = result.status if result is not None else None
         if summary.capped:
@@ -230,10 +251,10 @@ async def page(ctx: Context) -> web.StreamResponse:
         if scope not in ("host", "any"):
             raise PageError(400, "The 'scope' argument must be host or any.")
         offline = services.mode is Mode.OFFLINE
-        job = RefreshJob(url.file, depth, _groups(ctx), scope, offline)
+        job = RefreshJob(url.file, depth, _groups(ctx), scope, offline, ctx.flag("render"))
         jobs.insert(0, job)
         del jobs[KEEP_JOBS:]
-        if offline or (depth == 0 and not job.groups):
+        if offline or (depth == 0 and not job.groups and not job.render):
             await job.run(services)
             if offline:
                 message = f"Offline: queued {job.queued} request(s) for the next time online."
@@ -270,6 +291,9 @@ async def page(ctx: Context) -> web.StreamResponse:
             f'<div class="row"><label>follow links <select name="depth">{depth_options}</select>'
             " levels deep</label></div>"
             f'<div class="row">with page requisites: {boxes}</div>'
+            '<div class="row"><label><input type="checkbox" name="render" value="1"'
+            f"{' checked' if ctx.flag('render') else ''}> render pages in a browser "
+            "(headless Chromium), to also fetch what their scripts load</label></div>"
             '<div class="row"><label><input type="radio" name="scope" value="host" checked> '
             'same host only</label><label><input type="radio" name="scope" value="any"> '
             "any host</label></div>"
@@ -281,9 +305,12 @@ async def page(ctx: Context) -> web.StreamResponse:
             (
                 f'<span class="url">{esc(j.url)}</span>'
                 + (" " + link("/history/", "history", {"url": j.url})),
-                esc(f"{j.depth} / {', '.join(j.groups) or '-'} / {j.scope}"),
+                esc(
+                    f"{j.depth} / {', '.join(j.groups) or '-'} / {j.scope}"
+                    + (" / rendered" if j.render else "")
+                ),
                 (esc(fmt_time(j.started)), "when"),
-                esc(_progress(j)),
+                esc(_progress(j)) + _render_lines(j),
                 esc("done" if j.done else "running"),
                 esc("; ".join(j.errors[:3])),
             )
@@ -312,3 +339,17 @@ def _progress(job: RefreshJob) -> str:
     if job.robots:
         text += f", {job.robots} disallowed by robots.txt"
     return text
+
+
+def _render_lines(job: RefreshJob) -> str:
+    """What each page rendered in the browser loaded, one line a page (HTML)."""
+    if not job.rendered:
+        return ""
+    count = len(job.rendered)
+    lines = "".join(
+        f"<li>{esc(render_line(url, report))}</li>" for url, report in job.rendered.items()
+    )
+    return (
+        f"<details><summary>{count} page{'s' if count != 1 else ''} rendered</summary>"
+        f"<ul>{lines}</ul></details>"
+    )

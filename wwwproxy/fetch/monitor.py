@@ -9,10 +9,12 @@ The schedule lives in ``<cache>/monitor.yaml``, a YAML list that people may edit
     - url: http://example.com/weekly/
       weekdays: [mon, thu]      # any of mon tue wed thu fri sat sun; none = every day
       hours: [6, 18]            # 0-23, local time; none = 0 (midnight)
+      render: true              # loaded in headless Chromium too (what its scripts load)
 
 An entry has ``url`` and either ``every`` (hours, a positive number) or ``weekdays`` and/or
-``hours``.  ``last`` is when it was last fetched (UTC), written by wwwproxy; ``tried`` and
-``error`` record a failed attempt.
+``hours``; ``render: true`` (absent: false) renders the page in the browser when it is fetched
+(:mod:`wwwproxy.fetch.render`).  ``last`` is when it was last fetched (UTC), written by
+wwwproxy; ``tried`` and ``error`` record a failed attempt.
 
 Decisions where the brief was silent:
 
@@ -23,7 +25,9 @@ Decisions where the brief was silent:
   :data:`RETRY_AFTER`, so an unreachable site is not hammered every minute.
 * **What is fetched:** the page (reloaded when due: revalidated if it has validators, else
   fetched) and its requisites (images, style sheets, scripts, frames; fetched only when the
-  cache policy says they are stale), so it can be read offline.
+  cache policy says they are stale), so it can be read offline.  With ``render``, the page is
+  also loaded in the browser through the recording proxy, which records what its scripts
+  load; without a browser (or outside a running proxy) that is the entry's error.
 * **Concurrent writers** (``wwwproxy monitor add`` while the server records a fetch): every
   read-modify-write holds an exclusive ``flock`` on ``monitor.yaml.lock``, and the file is
   replaced atomically (temporary file, fsync, rename), so no update is lost or half-written.
@@ -51,7 +55,8 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ..fsutil import atomic_write
 from ..http.policy import Mode
 from ..url import InvalidURL, canonicalize
-from .prefetch import Prefetcher
+from .prefetch import PageRenderer, Prefetcher
+from .render import RenderUnavailable, render_options, rendering
 from .tasks import FetchOptions
 
 if TYPE_CHECKING:
@@ -87,7 +92,7 @@ log = logging.getLogger("wwwproxy.monitor")
 MONITOR_FILE = "monitor.yaml"
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 RETRY_AFTER = timedelta(minutes=15)
-_KEYS = ("url", "every", "weekdays", "hours", "last", "tried", "error")
+_KEYS = ("url", "every", "weekdays", "hours", "render", "last", "tried", "error")
 _HEADER = "# URLs wwwproxy refetches on a schedule (wwwproxy monitor add|list|remove, /monitor/)\n"
 _SEARCH = 24 * 8  # hours looked back or ahead for a weekday/hour slot: more than a week
 
@@ -131,6 +136,8 @@ class MonitorEntry:
     last: datetime | None = None
     tried: datetime | None = None
     error: str | None = None
+    #: loaded in headless Chromium too when fetched (``render: true``)
+    render: bool = False
 
 
 # --- schedules (pure) -------------------------------------------------------------------------
@@ -304,6 +311,11 @@ def _entry(item: object, source: str) -> MonitorEntry:
         schedule = Schedule(item.get("every"), tuple(weekdays), tuple(hours))
     except MonitorError as exc:
         raise MonitorError(f"{where}: {url}: {exc}") from None
+    render = item.get("render", False)
+    if not isinstance(render, bool):
+        raise MonitorError(
+            f"{source}: {_line(item, 'render')}: render must be true or false, not {render!r}"
+        )
     error = item.get("error")
     return MonitorEntry(
         canonical,
@@ -311,6 +323,7 @@ def _entry(item: object, source: str) -> MonitorEntry:
         last=_time(item.get("last"), f"{source}: {_line(item, 'last')}"),
         tried=_time(item.get("tried"), f"{source}: {_line(item, 'tried')}"),
         error=None if error is None else str(error),
+        render=render,
     )
 
 
@@ -389,9 +402,20 @@ def _schedule_into(item: CommentedMap, schedule: Schedule) -> None:
         item.insert(pos, "hours", hours)
 
 
-def add(path: str | os.PathLike[str], url: str, schedule: Schedule) -> MonitorEntry:
-    """Monitor ``url`` (canonicalized); an already monitored URL gets the new schedule and
-    keeps its history."""
+def _render_into(item: CommentedMap, render: bool) -> None:
+    """``render: true`` after the schedule; no key for false (as in files written before)."""
+    item.pop("render", None)
+    if render:
+        keys = list(item)
+        after = max(keys.index(k) for k in ("url", "every", "weekdays", "hours") if k in item)
+        item.insert(after + 1, "render", True)
+
+
+def add(
+    path: str | os.PathLike[str], url: str, schedule: Schedule, *, render: bool = False
+) -> MonitorEntry:
+    """Monitor ``url`` (canonicalized), rendered in the browser when fetched if ``render``;
+    an already monitored URL gets the new schedule and ``render`` and keeps its history."""
     path = Path(path)
     try:
         parsed = canonicalize(url)
@@ -407,15 +431,17 @@ def add(path: str | os.PathLike[str], url: str, schedule: Schedule) -> MonitorEn
         for item, entry in zip(data, entries, strict=True):
             if entry.url == canonical:
                 _schedule_into(item, schedule)
+                _render_into(item, render)
                 item["url"] = canonical
                 _write(path, data)
-                return replace(entry, schedule=schedule)
+                return replace(entry, schedule=schedule, render=render)
         item = CommentedMap()
         item["url"] = canonical
         _schedule_into(item, schedule)
+        _render_into(item, render)
         data.append(item)
         _write(path, data)
-    return MonitorEntry(canonical, schedule)
+    return MonitorEntry(canonical, schedule, render=render)
 
 
 def remove(path: str | os.PathLike[str], url: str) -> bool:
@@ -469,6 +495,7 @@ class PageRow(TypedDict):
     next: str  # ISO time
     due: bool
     error: str | None
+    render: bool
 
 
 def page_rows(path: str | os.PathLike[str], now: datetime) -> list[PageRow]:
@@ -487,6 +514,7 @@ def page_rows(path: str | os.PathLike[str], now: datetime) -> list[PageRow]:
                 "next": _format_time(when),
                 "due": when <= now,
                 "error": entry.error,
+                "render": entry.render,
             }
         )
     return rows
@@ -501,16 +529,27 @@ async def fetch_now(
     """Fetch monitored URLs now, due or not (the /monitor/ page's "fetch now"), each with its
     requisites, through the one crawler, and note the results in the file; ``(url, error)``
     each.  The URLs themselves are reloaded (revalidated or fetched, never taken as fresh);
-    their requisites are fetched when the cache policy says they are stale."""
+    their requisites are fetched when the cache policy says they are stale.  Entries with
+    ``render`` are crawled with a browser (:func:`~.render.rendering`); if there is none,
+    that is their error."""
     urls = list(dict.fromkeys(urls))
     if not urls:
         return []
-    options = FetchOptions(requisites=True, refresh_seeds=True, concurrency=2)
-    summary = await Prefetcher(services, options).run(urls)
+    rendered = {e.url for e in await asyncio.to_thread(load, path) if e.render}
+    errors: dict[str, str | None] = {}
+    plain = [url for url in urls if url not in rendered]
+    if plain:
+        errors |= await _crawl(services, plain)
+    scripted = [url for url in urls if url in rendered]
+    if scripted:
+        try:
+            async with rendering(services, render_options(services.config)) as renderer:
+                errors |= await _crawl(services, scripted, renderer)
+        except RenderUnavailable as exc:
+            errors |= dict.fromkeys(scripted, f"not rendered: {exc}")
     done = []
     for url in urls:
-        result = summary.results.get(url)
-        error = "not fetched" if result is None else result.problem
+        error = errors[url]
         await asyncio.to_thread(record_result, path, url, datetime.now(UTC), error)
         if error:
             log.warning("monitor: %s: %s", url, error)
@@ -518,6 +557,19 @@ async def fetch_now(
             log.info("monitor: fetched %s", url)
         done.append((url, error))
     return done
+
+
+async def _crawl(
+    services: Services, urls: list[str], renderer: PageRenderer | None = None
+) -> dict[str, str | None]:
+    """One crawler run over ``urls`` with their requisites; each URL's problem (None: ok)."""
+    options = FetchOptions(requisites=True, refresh_seeds=True, concurrency=2)
+    summary = await Prefetcher(services, options, renderer=renderer).run(urls)
+    errors: dict[str, str | None] = {}
+    for url in urls:
+        result = summary.results.get(url)
+        errors[url] = "not fetched" if result is None else result.problem
+    return errors
 
 
 async def run_due(
