@@ -30,7 +30,7 @@ import pytest
 import trustme
 from aiohttp import web
 
-HASH = "".join(format(n * 7, "x") for n in (3, 1, 4))  # what the loader composes: "157"
+HASH = "".join(format(n * 7, "x") for n in (3, 1, 4))  # what the loader composes: "1571c"
 FONT_DIRS = (Path("/usr/share/fonts/truetype/dejavu"), Path("/usr/share/fonts"))
 
 

@@ -109,7 +109,7 @@ from .tasks import (
     redirect_task,
 )
 
-__all__ = ["OWN_PAGE", "Prefetcher", "fetch_queue"]
+__all__ = ["OWN_PAGE", "PageRenderer", "Prefetcher", "fetch_queue"]
 
 log = logging.getLogger("wwwproxy.fetch")
 
