@@ -83,7 +83,11 @@ QUIET_FLAGS = (
     "--no-first-run",
     "--disable-quic",  # QUIC cannot go through an HTTP proxy
     "--disable-dev-shm-usage",
-    "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,Translate,MediaRouter",
+    # (one flag: Chromium reads only the last --disable-features.)  HttpsUpgrades: Chromium
+    # would try an http:// page over HTTPS first and show the proxy's error for a site that
+    # has no HTTPS instead of the page
+    "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,Translate,MediaRouter,"
+    "HttpsUpgrades,HttpsFirstBalancedModeAutoEnable",
 )
 #: how long the DOM of a page that did not settle may take to read, and a tab to close
 GRACE = 5.0
@@ -244,6 +248,8 @@ class NetworkLog:
         self.loaded: dict[int, Loaded] = {}
         self._order: list[int] = []
         self._documents: set[int] = set()
+        #: the status of the page's own document (its last answer, after redirects)
+        self.document_status: int | None = None
 
     def started(self, key: int, url: str, method: str, *, document: bool = False) -> None:
         """A request started; ``document``: the page's own (counted in flight, not listed)."""
@@ -259,6 +265,8 @@ class NetworkLog:
         return key in self.loaded or key in self._documents
 
     def answered(self, key: int, status: int, from_cache: bool) -> None:
+        if key in self._documents:
+            self.document_status = status
         item = self.loaded.get(key)
         if item is not None:
             self.loaded[key] = Loaded(item.url, item.method, status, from_cache)
@@ -394,6 +402,12 @@ class Renderer:
                 return Rendered(url, loaded=network.requests(), problem=hung)
             except self._errors as exc:
                 return Rendered(url, loaded=network.requests(), problem=_first_line(exc))
+            status = network.document_status
+            if status is None or status >= 400:
+                # the crawl got the page: the browser must too, or what it shows is an error
+                got = "no answer" if status is None else f"HTTP {status}"
+                problem = f"the browser got {got} for the page"
+                return Rendered(url, loaded=network.requests(), problem=problem)
             return Rendered(url, dom, network.requests(), capped)
         finally:
             for task in (steps, crash):
@@ -477,7 +491,7 @@ def _listen(page: Page, network: NetworkLog) -> None:
 
     def answered(response: Any) -> None:
         request = response.request
-        if id(request) in network.loaded:
+        if network.watches(id(request)):
             cache = response.headers.get("x-cache", "")
             network.answered(id(request), response.status, cache.upper().startswith("HIT"))
 
