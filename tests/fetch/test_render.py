@@ -216,7 +216,7 @@ def test_a_page_that_never_settles_ends_at_the_cap_and_the_crawl_goes_on(
 ) -> None:
     conf = write_config(tmp_path, "forever")
     code, err = fetch(
-        capsys, conf, "--render", "--render-timeout", "4", "--depth", "1",
+        capsys, conf, "--render", "--render-timeout", "10", "--depth", "1",
         scripted_site.url("/forever.html"),
     )  # fmt: skip
     assert code == 0, err  # what it loaded by then is recorded: not a failure
