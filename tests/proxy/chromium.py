@@ -37,6 +37,10 @@ HEADLESS_FLAGS = (
 )
 
 
+#: no name resolved by the browser but the test hosts' (the proxy, the origins: 127.0.0.1)
+HERMETIC_RESOLVER = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
+
+
 def find_chromium() -> str:
     for name in CHROMIUM_NAMES:
         path = shutil.which(name)
@@ -74,14 +78,15 @@ async def run(*args: str, env: dict[str, str] | None = None) -> str:
 
 def chromium_args(profile: Path, proxy_port: int, *, background: bool = False) -> list[str]:
     """Headless Chromium with a fresh ``profile``, sending every URL (loopback too) through the
-    proxy on ``proxy_port`` and as few requests of its own as its flags allow (``background``:
-    as many as a user's browser sends)."""
+    proxy on ``proxy_port``, resolving no name itself, and as few requests of its own as its
+    flags allow (``background``: as many as a user's browser sends)."""
     return [
         find_chromium(),
         *(BACKGROUND_ON_FLAGS if background else HEADLESS_FLAGS),
         f"--user-data-dir={profile}",
         f"--proxy-server=http://127.0.0.1:{proxy_port}",
         "--proxy-bypass-list=<-loopback>",  # proxy loopback URLs too (they bypass by default)
+        HERMETIC_RESOLVER,  # it resolves no name itself: every URL goes to the proxy
     ]
 
 
@@ -94,7 +99,6 @@ async def hermetic_chromium(
     (:func:`devtools_endpoint`); killed at the end."""
     args = [
         *chromium_args(profile, proxy_port, background=background),
-        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
         *extra,
         "--remote-debugging-port=0",
         "about:blank",

@@ -153,7 +153,12 @@ async def test_chromium_browses_https_online_then_offline(make_proxy, tmp_path):
     runner, port, origin_ca = await start_origin()
     try:
         proxy = await make_proxy(
-            https_intercept=("localhost",), upstream_ca=origin_ca, connect_ports=(port,)
+            https_intercept=("localhost",),
+            upstream_ca=origin_ca,
+            connect_ports=(port,),
+            # hermetic: any host but the test origin goes to the discard port, which refuses
+            upstream_proxy="http://127.0.0.1:9",
+            no_proxy=("localhost", "127.0.0.1"),
         )
         ca = proxy.running.server.interceptor.ca
         # the README's steps run unchanged, in the directory holding the proxy's cache
