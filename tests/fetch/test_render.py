@@ -22,10 +22,12 @@ from wwwproxy import app
 from wwwproxy.cli import main
 from wwwproxy.config import load_config
 from wwwproxy.fetch.render import (
+    MAX_LISTED,
     Loaded,
     NetworkLog,
     RenderOptions,
     RenderUnavailable,
+    Tally,
     browser_args,
     find_browser,
 )
@@ -318,21 +320,43 @@ def test_network_idle(events: list[tuple[str, float]], idle: bool) -> None:
     assert log.idle(0.5) is idle
 
 
-def test_network_log_lists_the_requests_but_the_document() -> None:
+def test_network_log_lists_and_counts_the_requests_but_the_document() -> None:
     log = NetworkLog(Clock())
     log.started(1, "http://example.com/", "GET", document=True)
     log.started(2, "http://example.com/a.js", "GET")
     log.started(3, "http://example.com/api", "POST")
+    log.started(4, "http://example.com/b.png", "GET")
+    log.started(5, "http://example.com/c.png", "GET")
     assert log.document_status is None
     log.answered(1, 200, True)
     log.answered(2, 404, True)
     log.ended(3, "net::ERR_FAILED")
+    log.answered(4, 200, False)
+    log.ended(4)
+    log.answered(5, 200, True)
+    log.ended(5)
     assert log.requests() == [
-        Loaded("http://example.com/a.js", "GET", 404, True),
         Loaded("http://example.com/api", "POST", None, False, "net::ERR_FAILED"),
+        Loaded("http://example.com/b.png", "GET", 200, False),
+        Loaded("http://example.com/c.png", "GET", 200, True),
+        Loaded("http://example.com/a.js", "GET", 404, True),  # still in flight
     ]
+    assert log.tally() == Tally(requests=4, fetched=1, from_cache=1, failed=2)
     assert log.inflight == 2  # the document and a.js have not ended
     assert log.document_status == 200
+    log.ended(1)
+    log.ended(2)
+    assert log.inflight == 0 and log.tally() == Tally(4, 1, 1, 2)
+
+
+def test_network_log_memory_is_bounded_whatever_the_page_asks() -> None:
+    log = NetworkLog(Clock())
+    for key in range(MAX_LISTED * 3):
+        log.started(key, f"http://example.com/{key}", "GET")
+        log.answered(key, 200, False)
+        log.ended(key)
+    assert len(log.requests()) == MAX_LISTED
+    assert log.tally() == Tally(requests=MAX_LISTED * 3, fetched=MAX_LISTED * 3)
 
 
 def test_browser_args_send_everything_through_the_proxy_with_a_bounded_heap() -> None:

@@ -517,11 +517,12 @@ class Prefetcher:
             rendered = await self.renderer.render(url.file)
         finally:
             self.progress.stopped()
+        tally = rendered.tally
         report = RenderReport(
-            len(rendered.loaded),
-            rendered.fetched,
-            rendered.from_cache,
-            rendered.failed,
+            tally.requests,
+            tally.fetched,
+            tally.from_cache,
+            tally.failed,
             rendered.capped,
             rendered.problem,
         )

@@ -54,6 +54,7 @@ __all__ = [
     "RenderOptions",
     "RenderUnavailable",
     "Rendered",
+    "Tally",
     "Renderer",
     "browser_args",
     "check_available",
@@ -89,6 +90,8 @@ QUIET_FLAGS = (
     "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,Translate,MediaRouter,"
     "HttpsUpgrades,HttpsFirstBalancedModeAutoEnable",
 )
+#: requests of one page listed one by one (the rest are counted)
+MAX_LISTED = 2000
 #: how long the DOM of a page that did not settle may take to read, and a tab to close
 GRACE = 5.0
 #: one viewport down, and two frames later (what came into view has been seen: lazy loaders
@@ -210,44 +213,47 @@ class Loaded:
     problem: str | None = None
 
 
+@dataclass(frozen=True)
+class Tally:
+    """The requests a page made beside its own document: how many in all, fetched from the
+    network, taken from the cache, and failed (no answer, or 4xx/5xx)."""
+
+    requests: int = 0
+    fetched: int = 0
+    from_cache: int = 0
+    failed: int = 0
+
+
 @dataclass
 class Rendered:
     """What rendering one page gave: the DOM after its scripts (None if it could not be read),
-    the requests it made beside its own document, whether it was stopped at the time cap, and
-    ``problem`` if it could not be rendered at all."""
+    the requests it made beside its own document (``tally``; the first :data:`MAX_LISTED` of
+    them in ``loaded``), whether it was stopped at the time cap, and ``problem`` if it could not
+    be rendered at all."""
 
     url: str
     dom: str | None = None
     loaded: list[Loaded] = field(default_factory=list)
+    tally: Tally = field(default_factory=Tally)
     capped: bool = False
     problem: str | None = None
     attempts: int = 1
-
-    @property
-    def fetched(self) -> int:
-        return sum(1 for item in self.loaded if item.status is not None and not item.from_cache)
-
-    @property
-    def from_cache(self) -> int:
-        return sum(1 for item in self.loaded if item.status is not None and item.from_cache)
-
-    @property
-    def failed(self) -> int:
-        return sum(1 for item in self.loaded if item.status is None or item.status >= 400)
 
 
 class NetworkLog:
     """The requests of one tab as they start and end, and whether the network is idle: no
     request in flight and none started or ended for ``idle`` seconds (pure: the browser's
-    events are fed in, the clock is given)."""
+    events are fed in, the clock is given).  Its memory is bounded: requests in flight, the
+    first :data:`MAX_LISTED` ended ones, and counts."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.inflight = 0
         self.last_activity = clock()
-        self.loaded: dict[int, Loaded] = {}
-        self._order: list[int] = []
+        self._open: dict[int, Loaded] = {}
+        self._ended: list[Loaded] = []
         self._documents: set[int] = set()
+        self._counts = {"requests": 0, "fetched": 0, "from_cache": 0, "failed": 0}
         #: the status of the page's own document (its last answer, after redirects)
         self.document_status: int | None = None
 
@@ -257,27 +263,36 @@ class NetworkLog:
         self.last_activity = self.clock()
         if document:
             self._documents.add(key)
-        elif key not in self.loaded:
-            self._order.append(key)
-        self.loaded[key] = Loaded(url, method)
+        else:
+            self._counts["requests"] += 1
+            self._open[key] = Loaded(url, method)
 
     def watches(self, key: int) -> bool:
-        return key in self.loaded or key in self._documents
+        return key in self._open or key in self._documents
 
     def answered(self, key: int, status: int, from_cache: bool) -> None:
         if key in self._documents:
             self.document_status = status
-        item = self.loaded.get(key)
+        item = self._open.get(key)
         if item is not None:
-            self.loaded[key] = Loaded(item.url, item.method, status, from_cache)
+            self._open[key] = Loaded(item.url, item.method, status, from_cache)
         self.last_activity = self.clock()
 
     def ended(self, key: int, problem: str | None = None) -> None:
-        self.inflight = max(0, self.inflight - 1)
         self.last_activity = self.clock()
-        item = self.loaded.get(key)
-        if item is not None and problem is not None:
-            self.loaded[key] = Loaded(item.url, item.method, item.status, item.from_cache, problem)
+        if key in self._documents:
+            self._documents.discard(key)
+            self.inflight = max(0, self.inflight - 1)
+            return
+        item = self._open.pop(key, None)
+        if item is None:
+            return
+        self.inflight = max(0, self.inflight - 1)
+        if problem is not None:
+            item = Loaded(item.url, item.method, item.status, item.from_cache, problem)
+        self._counts[_kind(item)] += 1
+        if len(self._ended) < MAX_LISTED:
+            self._ended.append(item)
 
     def touch(self) -> None:
         """Something happened that may start requests (a scroll): idle is counted anew."""
@@ -287,8 +302,24 @@ class NetworkLog:
         return self.inflight == 0 and self.clock() - self.last_activity >= quiet
 
     def requests(self) -> list[Loaded]:
-        """Every request but the page's own document, in the order they started."""
-        return [self.loaded[key] for key in self._order]
+        """The requests but the page's own document: those ended (the first
+        :data:`MAX_LISTED`), then those still in flight."""
+        return [*self._ended, *self._open.values()]
+
+    def tally(self) -> Tally:
+        """The counts, requests still in flight by what they have had so far."""
+        counts = dict(self._counts)
+        for item in self._open.values():
+            if item.status is not None:
+                counts[_kind(item)] += 1
+        return Tally(**counts)
+
+
+def _kind(item: Loaded) -> str:
+    """How a request counts: failed (no answer, 4xx/5xx), from the cache, or fetched."""
+    if item.problem is not None or item.status is None or item.status >= 400:
+        return "failed"
+    return "from_cache" if item.from_cache else "fetched"
 
 
 # --- the renderer -------------------------------------------------------------------------------
@@ -390,25 +421,28 @@ class Renderer:
                 timeout=max(0.0, deadline - loop.time()) + GRACE,
                 return_when=asyncio.FIRST_COMPLETED,
             )
+            problem: str | None = None
+            hung = f"its tab stopped answering within {self.options.timeout:g} s"
+            dom, capped = None, False
             if crashed.is_set():
-                return Rendered(url, loaded=network.requests(), problem="its tab crashed")
-            cap = self.options.timeout
-            hung = f"its tab stopped answering within {cap:g} s (a script that never ends?)"
-            if not steps.done():
-                return Rendered(url, loaded=network.requests(), problem=hung)
-            try:
-                dom, capped = steps.result()
-            except TimeoutError:  # the DOM could not be read within the grace time
-                return Rendered(url, loaded=network.requests(), problem=hung)
-            except self._errors as exc:
-                return Rendered(url, loaded=network.requests(), problem=_first_line(exc))
+                problem = "its tab crashed"
+            elif not steps.done():
+                problem = f"{hung} (a script that never ends?)"
+            else:
+                try:
+                    dom, capped = steps.result()
+                except TimeoutError:  # the DOM could not be read within the grace time
+                    problem = f"{hung} (a script that never ends?)"
+                except self._errors as exc:
+                    problem = _first_line(exc)
             status = network.document_status
-            if status is None or status >= 400:
+            if problem is None and (status is None or status >= 400):
                 # the crawl got the page: the browser must too, or what it shows is an error
-                got = "no answer" if status is None else f"HTTP {status}"
-                problem = f"the browser got {got} for the page"
-                return Rendered(url, loaded=network.requests(), problem=problem)
-            return Rendered(url, dom, network.requests(), capped)
+                problem = f"the browser got {'no answer' if status is None else f'HTTP {status}'}"
+                problem += " for the page"
+            if problem is not None:
+                dom, capped = None, False
+            return Rendered(url, dom, network.requests(), network.tally(), capped, problem)
         finally:
             for task in (steps, crash):
                 task.cancel()
