@@ -53,24 +53,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import json
 import os
-import platform
 import re
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from prefetch_bench import ROOTS, Deadline, python_env, source_label, start_nginx
+from prefetch_bench import ROOTS, Deadline, python_env, served_docs, source_label
 from side_by_side import NGINX, _die_with_parent, stop, tail
 from warcio.archiveiterator import ArchiveIterator
 
@@ -97,7 +94,7 @@ HERMETIC = {
 FETCHED_LINE = re.compile(r"(?:fetched \d+ \S+ \S+ |fresh   (?:\d+ )?)(\S+)$")
 RENDER_LINE = re.compile(r"render  (\S+): (.*)$")
 #: lines of a fetch that say nothing unusual (the rest are shown)
-USUAL_LINE = re.compile(r"(fetched|fresh  ) |render  \S+: \d+ requests? \(\d+ fetched, \d+ fro")
+USUAL_LINE = re.compile(r"(fetched|fresh  ) |render  \S+: \d+ requests? \([^)]*\)$")
 
 
 # --- the process tree -------------------------------------------------------------------------
@@ -541,53 +538,35 @@ def main() -> int:
         return 2
     tabs = args.render_tabs or max(2, min(4, os.cpu_count() or 2))
     deadline = time.monotonic() + args.budget
-
-    def on_term(signum: int, frame: object) -> None:
-        raise Deadline("stopped by SIGTERM")
-
-    signal.signal(signal.SIGTERM, on_term)
-    tmp = Path(tempfile.mkdtemp(prefix="wwwproxy-render-"))
-    tmp.chmod(0o755)  # nginx's worker runs as "nobody" when this runs as root
-    nginx: subprocess.Popen[bytes] | None = None
     by_crawl: dict[str, list[Run]] = {name: [] for name in names}
     try:
-        nginx, port = start_nginx(tmp, root.resolve())
-        url = f"http://127.0.0.1:{port}/index.html"
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-        print(
-            f"{now}, {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
-        )
-        print(f"site {root} served by nginx on 127.0.0.1:{port} (pid {nginx.pid})")
-        print(
-            f"wwwproxy: {source_label(args.source)}; runs {args.runs} each, depth {args.depth}, "
-            f"{tabs} tabs; load average {os.getloadavg()[0]:.1f} at the start"
-        )
-        warm_up = ["--render", "--depth", "0"]
-        crawl(tmp / "warm-up", "warm-up", url, warm_up, args.source, deadline, tabs)
-        shutil.rmtree(tmp / "warm-up", ignore_errors=True)
-        for i in range(1, args.runs + 1):
-            for name in names:
-                work = tmp / f"{name}-{i}"
-                fetch_args = [*CRAWLS[name], "--depth", str(args.depth)]
-                run = crawl(work, name, url, fetch_args, args.source, deadline, tabs)
-                by_crawl[name].append(run)
-                print(describe(run, i, args.runs), flush=True)
-                if not args.keep:
-                    shutil.rmtree(work, ignore_errors=True)
-        print("\n".join(summary(by_crawl) + unusual_lines(by_crawl)))
-        used = os.times()
-        print(f"  (this process, sampling included: {used.user + used.system:.1f} CPU s)")
-        return 0
+        with served_docs(root, "wwwproxy-render-", args.keep) as (tmp, url):
+            print(
+                f"wwwproxy: {source_label(args.source)}; runs {args.runs} each, "
+                f"depth {args.depth}, {tabs} tabs; load average {os.getloadavg()[0]:.1f} "
+                "at the start"
+            )
+            warm_up = ["--render", "--depth", "0"]
+            crawl(tmp / "warm-up", "warm-up", url, warm_up, args.source, deadline, tabs)
+            shutil.rmtree(tmp / "warm-up", ignore_errors=True)
+            for i in range(1, args.runs + 1):
+                for name in names:
+                    work = tmp / f"{name}-{i}"
+                    fetch_args = [*CRAWLS[name], "--depth", str(args.depth)]
+                    run = crawl(work, name, url, fetch_args, args.source, deadline, tabs)
+                    by_crawl[name].append(run)
+                    print(describe(run, i, args.runs), flush=True)
+                    if not args.keep:
+                        shutil.rmtree(work, ignore_errors=True)
+            print("\n".join(summary(by_crawl) + unusual_lines(by_crawl)))
+            used = os.times()
+            print(f"  (this process, sampling included: {used.user + used.system:.1f} CPU s)")
+            return 0
     except Deadline as exc:
         print(f"stopped: {exc}", file=sys.stderr)
-        print("\n".join(unusual_lines(by_crawl)), file=sys.stderr)
+        for line in unusual_lines(by_crawl):
+            print(line, file=sys.stderr)
         return 1
-    finally:
-        print(stop(nginx, "nginx"))
-        if args.keep:
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
