@@ -59,6 +59,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,6 +127,36 @@ def start_nginx(tmp: Path, root: Path) -> tuple[subprocess.Popen[bytes], int]:
     proc = spawn(argv, ngx / "stderr.log", ngx)
     asyncio.run(wait_for_port(port, proc, "nginx", START_TIMEOUT, lambda: tail(ngx / "error.log")))
     return proc, port
+
+
+@contextlib.contextmanager
+def served_docs(root: Path, prefix: str, keep: bool) -> Iterator[tuple[Path, str]]:
+    """A temporary directory (``prefix``) and the URL of the index of ``root`` served by nginx
+    from it, with a line about the machine and one about the site printed; SIGTERM raises
+    :class:`Deadline`.  At the end nginx is stopped by its PID and the directory removed
+    (``keep``: kept, and its path printed)."""
+
+    def on_term(signum: int, frame: object) -> None:
+        raise Deadline("stopped by SIGTERM")
+
+    signal.signal(signal.SIGTERM, on_term)
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    tmp.chmod(0o755)  # nginx's worker runs as "nobody" when this runs as root
+    nginx: subprocess.Popen[bytes] | None = None
+    try:
+        nginx, port = start_nginx(tmp, root.resolve())
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        print(
+            f"{now}, {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+        )
+        print(f"site {root} served by nginx on 127.0.0.1:{port} (pid {nginx.pid})")
+        yield tmp, f"http://127.0.0.1:{port}/index.html"
+    finally:
+        print(stop(nginx, "nginx"))
+        if keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 # --- the two crawlers -------------------------------------------------------------------------
@@ -349,51 +380,32 @@ def main() -> int:
             print(f"missing {tool}: apt-get install -y nginx wget", file=sys.stderr)
             return 2
     deadline = time.monotonic() + args.budget
-
-    def on_term(signum: int, frame: object) -> None:
-        raise Deadline("stopped by SIGTERM")
-
-    signal.signal(signal.SIGTERM, on_term)
-    tmp = Path(tempfile.mkdtemp(prefix="wwwproxy-prefetch-"))
-    tmp.chmod(0o755)  # nginx's worker runs as "nobody" when this runs as root
-    nginx: subprocess.Popen[bytes] | None = None
     try:
-        nginx, port = start_nginx(tmp, root.resolve())
-        url = f"http://127.0.0.1:{port}/index.html"
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-        print(
-            f"{now}, {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
-        )
-        print(f"site {root} served by nginx on 127.0.0.1:{port} (pid {nginx.pid})")
-        print(f"wwwproxy: {source_label(args.source)}; runs {args.runs} each, depth {args.depth}")
-        warm_up(tmp, url, args.source, deadline)
-        wget_runs: list[Run] = []
-        our_runs: list[Run] = []
-        for i in range(1, args.runs + 1):
-            run = run_wget(tmp / f"wget-{i}", url, args.depth, deadline)
-            wget_runs.append(run)
-            print(describe(run, i, args.runs), flush=True)
-            run = run_wwwproxy(
-                tmp / f"wwwproxy-{i}", url, args.depth, deadline, args.source, args.wwwproxy_arg
+        with served_docs(root, "wwwproxy-prefetch-", args.keep) as (tmp, url):
+            print(
+                f"wwwproxy: {source_label(args.source)}; runs {args.runs} each, depth {args.depth}"
             )
-            our_runs.append(run)
-            print(describe(run, i, args.runs), flush=True)
-            for old in (tmp / f"wget-{i}", tmp / f"wwwproxy-{i}"):  # keep the disk small
-                if not args.keep:
-                    shutil.rmtree(old, ignore_errors=True)
-        print("\n".join(summary(wget_runs, our_runs)))
-        children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        print(f"  (all children together: peak RSS {children.ru_maxrss / 1024:.0f} MiB)")
-        return 0
+            warm_up(tmp, url, args.source, deadline)
+            wget_runs: list[Run] = []
+            our_runs: list[Run] = []
+            for i in range(1, args.runs + 1):
+                run = run_wget(tmp / f"wget-{i}", url, args.depth, deadline)
+                wget_runs.append(run)
+                print(describe(run, i, args.runs), flush=True)
+                work = tmp / f"wwwproxy-{i}"
+                run = run_wwwproxy(work, url, args.depth, deadline, args.source, args.wwwproxy_arg)
+                our_runs.append(run)
+                print(describe(run, i, args.runs), flush=True)
+                for old in (tmp / f"wget-{i}", tmp / f"wwwproxy-{i}"):  # keep the disk small
+                    if not args.keep:
+                        shutil.rmtree(old, ignore_errors=True)
+            print("\n".join(summary(wget_runs, our_runs)))
+            children = resource.getrusage(resource.RUSAGE_CHILDREN)
+            print(f"  (all children together: peak RSS {children.ru_maxrss / 1024:.0f} MiB)")
+            return 0
     except Deadline as exc:
         print(f"stopped: {exc}", file=sys.stderr)
         return 1
-    finally:
-        print(stop(nginx, "nginx"))
-        if args.keep:
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
