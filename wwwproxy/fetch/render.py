@@ -14,8 +14,8 @@ What a page gets (:meth:`Renderer.render`), all within ``timeout`` seconds:
 
 1. loaded until its ``load`` event;
 2. scrolled down a viewport at a time to its end (lazy images, infinite lists: at most
-   ``scrolls`` steps), the network let go idle after each step (``scroll_idle``), then back
-   to the top;
+   ``scrolls`` steps), two frames a step; a step that brought requests lets the network go
+   idle (``scroll_idle``) before the next; then back to the top;
 3. its web fonts loaded (``document.fonts.ready``) and the network idle: no request started
    or finished for ``idle`` seconds;
 4. its DOM serialized.
@@ -35,13 +35,14 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from playwright.async_api import Browser, BrowserContext, Page, Playwright
+    from playwright.async_api import Browser, BrowserContext, CDPSession, Page, Playwright
 
     from ..config import Config
     from ..recording.services import Services
@@ -249,16 +250,21 @@ class NetworkLog:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.inflight = 0
+        #: requests started so far, the document's too
+        self.starts = 0
         self.last_activity = clock()
-        self._open: dict[int, Loaded] = {}
+        self._open: dict[Hashable, Loaded] = {}
+        #: requests the browser answered from its own cache (DevTools tells it apart)
+        self.cached: set[Hashable] = set()
         self._ended: list[Loaded] = []
-        self._documents: set[int] = set()
+        self._documents: set[Hashable] = set()
         self._counts = {"requests": 0, "fetched": 0, "from_cache": 0, "failed": 0}
         #: the status of the page's own document (its last answer, after redirects)
         self.document_status: int | None = None
 
-    def started(self, key: int, url: str, method: str, *, document: bool = False) -> None:
+    def started(self, key: Hashable, url: str, method: str, *, document: bool = False) -> None:
         """A request started; ``document``: the page's own (counted in flight, not listed)."""
+        self.starts += 1
         self.inflight += 1
         self.last_activity = self.clock()
         if document:
@@ -267,10 +273,10 @@ class NetworkLog:
             self._counts["requests"] += 1
             self._open[key] = Loaded(url, method)
 
-    def watches(self, key: int) -> bool:
+    def watches(self, key: Hashable) -> bool:
         return key in self._open or key in self._documents
 
-    def answered(self, key: int, status: int, from_cache: bool) -> None:
+    def answered(self, key: Hashable, status: int, from_cache: bool) -> None:
         if key in self._documents:
             self.document_status = status
         item = self._open.get(key)
@@ -278,7 +284,7 @@ class NetworkLog:
             self._open[key] = Loaded(item.url, item.method, status, from_cache)
         self.last_activity = self.clock()
 
-    def ended(self, key: int, problem: str | None = None) -> None:
+    def ended(self, key: Hashable, problem: str | None = None) -> None:
         self.last_activity = self.clock()
         if key in self._documents:
             self._documents.discard(key)
@@ -293,6 +299,15 @@ class NetworkLog:
         self._counts[_kind(item)] += 1
         if len(self._ended) < MAX_LISTED:
             self._ended.append(item)
+
+    def served_from_cache(self, event: dict[str, Any]) -> bool:
+        """Whether the request of a DevTools response event was answered from the browser's
+        cache (told before its response; forgotten then)."""
+        key = event.get("requestId")
+        if key in self.cached:
+            self.cached.discard(key)
+            return True
+        return False
 
     def touch(self) -> None:
         """Something happened that may start requests (a scroll): idle is counted anew."""
@@ -405,10 +420,10 @@ class Renderer:
         try:
             context = await self._context_ready()
             page = await context.new_page()
+            network = NetworkLog()
+            await _listen(await context.new_cdp_session(page), network)
         except self._errors as exc:
             return Rendered(url, problem=f"no tab could be opened: {_first_line(exc)}")
-        network = NetworkLog()
-        _listen(page, network)
         crashed = asyncio.Event()
         page.on("crash", lambda _page: crashed.set())
         loop = asyncio.get_running_loop()
@@ -469,17 +484,20 @@ class Renderer:
         if not capped:
             capped = not await self._settle(page, network, deadline)
         if not capped:
-            for _ in range(self.options.scrolls):
+            for _ in range(self.options.scrolls):  # (a longer page: its first screens only)
+                began = network.starts
                 at_end = await _within(page.evaluate(SCROLL_STEP), deadline)
-                network.touch()
-                quiet = self.options.scroll_idle
-                if at_end is None or not await self._settle(page, network, deadline, quiet):
+                if at_end is None:
                     capped = True
                     break
+                if network.starts != began or network.inflight:
+                    # what came into view asked for something: let it load
+                    network.touch()
+                    if not await self._idle(network, deadline, self.options.scroll_idle):
+                        capped = True
+                        break
                 if at_end:
                     break
-            else:
-                capped = True  # an endless list: stopped at the bound
             top = await _within(page.evaluate(SCROLL_TOP), deadline)
             network.touch()
             capped = capped or top is None or not await self._settle(page, network, deadline)
@@ -487,15 +505,17 @@ class Renderer:
         dom = await asyncio.wait_for(page.content(), max(deadline - loop.time(), 0) + GRACE)
         return dom, capped
 
-    async def _settle(
-        self, page: Page, network: NetworkLog, deadline: float, quiet: float | None = None
-    ) -> bool:
-        """Web fonts loaded and the network idle (``quiet`` seconds; default ``idle``) before
-        ``deadline``; False if not."""
+    async def _settle(self, page: Page, network: NetworkLog, deadline: float) -> bool:
+        """Web fonts loaded and the network idle before ``deadline``; False if not."""
         if await _within(page.evaluate(FONTS_READY), deadline) is None:
             return False
+        return await self._idle(network, deadline, self.options.idle)
+
+    @staticmethod
+    async def _idle(network: NetworkLog, deadline: float, quiet: float) -> bool:
+        """The network idle for ``quiet`` seconds before ``deadline``; False if not."""
         loop = asyncio.get_running_loop()
-        while not network.idle(self.options.idle if quiet is None else quiet):
+        while not network.idle(quiet):
             if loop.time() >= deadline:
                 return False
             await asyncio.sleep(0.05)
@@ -515,32 +535,61 @@ async def _within(awaitable: Any, deadline: float) -> Any:
         return None
 
 
-def _listen(page: Page, network: NetworkLog) -> None:
-    """Feed the tab's request events into ``network``."""
+async def _listen(devtools: CDPSession, network: NetworkLog) -> None:
+    """Feed the tab's network events (DevTools' Network domain, on ``devtools``) into
+    ``network``.  A response from the browser's own cache or the recorder's (``X-Cache:
+    HIT``) counts as from the cache."""
+    tree = await devtools.send("Page.getFrameTree")
+    main_frame = tree["frameTree"]["frame"]["id"]
 
-    def started(request: Any) -> None:
-        if request.url.startswith(("http://", "https://")):
-            document = request.is_navigation_request() and request.frame == page.main_frame
-            network.started(id(request), request.url, request.method, document=document)
+    def answer(key: str, response: dict[str, Any], cached: bool = False) -> None:
+        headers = {name.lower(): value for name, value in response.get("headers", {}).items()}
+        cached = cached or bool(response.get("fromDiskCache") or response.get("fromPrefetchCache"))
+        cached = cached or str(headers.get("x-cache", "")).upper().startswith("HIT")
+        network.answered(key, int(response.get("status", 0)), cached)
 
-    def answered(response: Any) -> None:
-        request = response.request
-        if network.watches(id(request)):
-            cache = response.headers.get("x-cache", "")
-            network.answered(id(request), response.status, cache.upper().startswith("HIT"))
+    def started(event: dict[str, Any]) -> None:
+        key, request = event["requestId"], event["request"]
+        redirect = event.get("redirectResponse")
+        if redirect is not None and network.watches(key):  # the hop before ends here
+            answer(key, redirect)
+            network.ended(key)
+        url = request["url"]
+        if not url.startswith(("http://", "https://")) or _browsers_own(event):
+            return
+        document = event.get("type") == "Document" and event.get("frameId") == main_frame
+        network.started(key, url, request["method"], document=document)
 
-    def finished(request: Any) -> None:
-        if network.watches(id(request)):
-            network.ended(id(request))
+    def answered(event: dict[str, Any]) -> None:
+        if network.watches(event["requestId"]):
+            answer(event["requestId"], event["response"], network.served_from_cache(event))
 
-    def failed(request: Any) -> None:
-        if network.watches(id(request)):
-            network.ended(id(request), request.failure or "failed")
+    def finished(event: dict[str, Any]) -> None:
+        if network.watches(event["requestId"]):
+            network.ended(event["requestId"])
 
-    page.on("request", started)
-    page.on("response", answered)
-    page.on("requestfinished", finished)
-    page.on("requestfailed", failed)
+    def failed(event: dict[str, Any]) -> None:
+        if network.watches(event["requestId"]):
+            network.ended(event["requestId"], event.get("errorText") or "failed")
+
+    def from_cache(event: dict[str, Any]) -> None:
+        network.cached.add(event["requestId"])
+
+    devtools.on("Network.requestWillBeSent", started)
+    devtools.on("Network.requestServedFromCache", from_cache)
+    devtools.on("Network.responseReceived", answered)
+    devtools.on("Network.loadingFinished", finished)
+    devtools.on("Network.loadingFailed", failed)
+    await devtools.send("Network.enable")
+
+
+def _browsers_own(event: dict[str, Any]) -> bool:
+    """Whether a DevTools request event is the browser's own favicon probe, not the page's
+    (it is recorded all the same; a site without one answers 404, which is no failure)."""
+    initiator = event.get("initiator") or {}
+    return initiator.get("type") == "other" and urlsplit(event["request"]["url"]).path == (
+        "/favicon.ico"
+    )
 
 
 def _first_line(exc: BaseException) -> str:
