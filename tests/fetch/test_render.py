@@ -35,6 +35,7 @@ from wwwproxy.http.policy import Mode
 
 from .conftest import MapResolver
 from .scripted import HASH, ScriptedSite, Visit, browse, serve_scripted_site
+from .test_progress import Clock
 
 HERMETIC = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
 PAGES = ("/", "/second.html", "/scripted-link.html")
@@ -278,14 +279,6 @@ def test_without_chromium_render_says_how_to_install_it_and_fetches_nothing(
 
 
 # --- the pure parts ----------------------------------------------------------------------------
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.mark.parametrize(
