@@ -7,6 +7,8 @@ What the pages need, none of it written in their markup:
 * an image list filled by ``fetch()`` of a JSON API;
 * lazy images loaded by an IntersectionObserver when scrolled into view;
 * a web font from a stylesheet the loader injects;
+* a module store in localStorage, as MediaWiki's: a browser that has shown another page of the
+  site asks for fewer modules, in another URL;
 * a hyperlink written by the bundle (``/scripted-link.html``), found only in the rendered DOM.
 
 And three pages that misbehave: ``/forever.html`` fetches on a timer forever, ``/crash.html``
@@ -81,6 +83,17 @@ LOADER = """
   var bundle = document.createElement("script");
   bundle.src = "/static/app." + version + ".js?version=" + version;
   document.head.appendChild(bundle);
+  // a module store, as MediaWiki's ResourceLoader keeps one in localStorage: what a page
+  // asks for depends on the pages this browser has shown before
+  var wanted = ["core", location.pathname.replace(/[^a-z]/g, "") || "index"];
+  var stored = JSON.parse(localStorage.getItem("modules") || "[]");
+  var missing = wanted.filter(function (m) { return stored.indexOf(m) < 0; });
+  if (missing.length) {
+    var modules = document.createElement("script");
+    modules.src = "/static/modules.js?modules=" + missing.join("|") + "&version=" + version;
+    document.head.appendChild(modules);
+    localStorage.setItem("modules", JSON.stringify(stored.concat(missing)));
+  }
   var fonts = document.createElement("link");
   fonts.rel = "stylesheet";
   fonts.href = "/static/fonts.css?v=" + version;
@@ -110,6 +123,7 @@ BUNDLE = """
     });
   });
   document.querySelectorAll("img.lazy").forEach(function (img) { seen.observe(img); });
+  window.lazyWatched = true;
 })();
 """
 
@@ -215,6 +229,9 @@ def serve_scripted_site(ca_dir: Path | None = None) -> Iterator[ScriptedSite]:
             this.hits.append(request.path_qs)
         if request.path == "/api/tick":
             return web.json_response({"tick": request.query.get("n")})
+        if request.path == "/static/modules.js":  # any set of modules
+            modules = request.query.get("modules", "")
+            return web.Response(text=f"/* {modules} */", content_type="text/javascript")
         found = content.get(request.path_qs)
         if found is None:
             return web.Response(status=404, text="no such page", content_type="text/plain")
@@ -268,6 +285,12 @@ ALL_LOADED = (
 )
 
 
+#: the lazy images have their sources (if the bundle that watches them ran)
+LAZY_SET = (
+    "() => !window.lazyWatched || document.querySelectorAll('img.lazy:not([src])').length === 0"
+)
+
+
 def hermetic_args(proxy_port: int) -> list[str]:
     """Chromium through the proxy on ``proxy_port`` for every URL, loopback too, resolving no
     name itself, with none of its own traffic."""
@@ -285,9 +308,9 @@ def hermetic_args(proxy_port: int) -> list[str]:
 
 
 async def browse(proxy_port: int, urls: list[str], executable: str) -> dict[str, Visit]:
-    """Open each URL in a fresh headless Chromium through the proxy, as a person would read
-    it: loaded, scrolled to its end a screen at a time, back to the top once all is loaded;
-    then its DOM and a screenshot of the whole page."""
+    """Open each URL in a fresh headless Chromium (a browser context of its own) through the
+    proxy, as a person would read it: loaded, scrolled to its end a screen at a time, back to
+    the top once all is loaded; then its DOM and a screenshot of the whole page."""
     from playwright.async_api import async_playwright
 
     visits: dict[str, Visit] = {}
@@ -296,11 +319,12 @@ async def browse(proxy_port: int, urls: list[str], executable: str) -> dict[str,
             executable_path=executable, args=hermetic_args(proxy_port), chromium_sandbox=False
         )
         try:
-            # (HTTPS: the proxy's certificates, made by its own CA)
-            context = await browser.new_context(
-                viewport={"width": 800, "height": 600}, ignore_https_errors=True
-            )
             for url in urls:
+                # a fresh browser for each page (HTTPS: the proxy's certificates, made by its
+                # own CA)
+                context = await browser.new_context(
+                    viewport={"width": 800, "height": 600}, ignore_https_errors=True
+                )
                 page = await context.new_page()
                 statuses: dict[str, int | None] = {}
                 page.on("response", lambda r, s=statuses: s.__setitem__(r.url, r.status))
@@ -315,13 +339,15 @@ async def browse(proxy_port: int, urls: list[str], executable: str) -> dict[str,
                         " >= document.documentElement.scrollHeight - 2))); })"
                     )
                     await page.wait_for_function(ALL_LOADED, timeout=30_000)
-                    if at_end:
+                    if at_end:  # the lazy images are at the end: all of them have a source
+                        await page.wait_for_function(LAZY_SET, timeout=30_000)
+                        await page.wait_for_function(ALL_LOADED, timeout=30_000)
                         break
                 await page.evaluate("() => window.scrollTo(0, 0)")
                 await page.wait_for_function(ALL_LOADED, timeout=30_000)
                 shot = await page.screenshot(full_page=True)
                 visits[url] = Visit(await page.content(), shot, statuses)
-                await page.close()
+                await context.close()
         finally:
             await browser.close()
     return visits

@@ -189,7 +189,9 @@ def test_render_fetch_of_a_url_database_renders_its_pages(
     conf = write_config(tmp_path, "db", direct='["127.0.0.1", "example.com"]')
     code, err = fetch(capsys, conf, "--render", str(db))
     assert code == 0, err
-    assert "render  http://example.com/: 9 requests" in err
+    assert (
+        "render  http://example.com/: 10 requests" in err
+    )  # loader, modules, bundle, fonts.css, API, 2+2 images, font
     hits = set(scripted_site.take_hits())
     assert {f"/static/app.{HASH}.js?version={HASH}", "/img/lazy-index-2.png"} <= hits
 
@@ -247,7 +249,9 @@ def test_a_page_that_crashes_its_tab_is_reported_and_the_crawl_goes_on(
     assert scripted_site.take_hits().count("/crash.html") >= 1
     assert "1 failed" in err
     # the other page was rendered whole
-    assert f"render  {scripted_site.url('/')}: 9 requests" in err
+    assert (
+        f"render  {scripted_site.url('/')}: 10 requests" in err
+    )  # loader, modules, bundle, fonts.css, API, 2+2 images, font
 
 
 def test_a_page_whose_script_never_ends_is_reported_and_the_crawl_goes_on(

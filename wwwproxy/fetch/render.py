@@ -7,8 +7,9 @@ the links of the crawl are read from the DOM the scripts left behind.
 
 The browser is Debian's Chromium (``chromium``), driven by Playwright for Python with that
 browser as its executable: a maintained driver, no browser download (Playwright's own browsers
-are never installed or used).  One browser process, one context (cookies are shared across the
-crawl, as in one person's browser), a tab per page, ``tabs`` tabs at once.
+are never installed or used).  One browser process; a page at a time in each of ``tabs`` tabs,
+each page in a fresh browser context (no cookies, storage or cache of the pages before: what a
+first visit needs, whatever the crawl's order).
 
 What a page gets (:meth:`Renderer.render`), all within ``timeout`` seconds:
 
@@ -108,7 +109,10 @@ SCROLL_TOP = """() => new Promise((done) => {
     window.scrollTo(0, 0);
     requestAnimationFrame(() => requestAnimationFrame(() => done(true)));
 })"""
-FONTS_READY = "() => document.fonts.ready.then(() => document.fonts.size)"
+#: the web fonts loaded and every image with a source loaded (or failed); an image the page
+#: left to the browser's own lazy loading is not waited for (it may never come into view)
+LOADED = """() => document.fonts.ready.then(() => Array.from(document.images).every(
+    (img) => img.complete || !img.getAttribute("src") || img.loading === "lazy"))"""
 
 
 class RenderUnavailable(Exception):
@@ -351,7 +355,6 @@ class Renderer:
         self.tabs = asyncio.Semaphore(options.tab_count)
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
-        self._context: BrowserContext | None = None
         self._starting = asyncio.Lock()
         self._errors: tuple[type[BaseException], ...] = (Exception,)
 
@@ -359,14 +362,14 @@ class Renderer:
         api = _playwright_module()
         self._errors = (api.Error,)
         self._playwright = await api.async_playwright().start()
-        await self._context_ready()
+        await self._browser_ready()
 
-    async def _context_ready(self) -> BrowserContext:
-        """The browser context, the browser (re)started if it is not running."""
+    async def _browser_ready(self) -> Browser:
+        """The browser, (re)started if it is not running."""
         async with self._starting:
-            if self._context is not None and self._browser is not None:
+            if self._browser is not None:
                 if self._browser.is_connected():
-                    return self._context
+                    return self._browser
                 log.warning("the browser stopped: starting it again")
                 with contextlib.suppress(Exception):
                     await self._browser.close()
@@ -385,15 +388,29 @@ class Renderer:
                 raise RenderUnavailable(
                     f"{self.executable} did not start: {_first_line(exc)}"
                 ) from None
-            width, height = self.options.viewport
-            # the proxy's own certificates (HTTPS interception) are made by the local CA that
-            # the browser does not know; the origin's certificate is checked by the proxy
-            self._context = await self._browser.new_context(
-                ignore_https_errors=True,
-                service_workers="block",
-                viewport={"width": width, "height": height},
-            )
-            return self._context
+            return self._browser
+
+    async def _fresh_context(self) -> BrowserContext:
+        """A browser context of its own for one page: no cookies, storage or cache from the
+        pages before it, so what it loads is what a browser on its first visit needs (a site
+        that keeps its scripts in localStorage would otherwise ask for less, in URLs that
+        depend on the crawl's order, and a cookie one page set would follow the others)."""
+        width, height = self.options.viewport
+        for attempt in (1, 2):
+            browser = await self._browser_ready()
+            try:
+                # the proxy's own certificates (HTTPS interception) are made by the local CA
+                # that the browser does not know; the origin's certificate is checked by the
+                # proxy
+                return await browser.new_context(
+                    ignore_https_errors=True,
+                    service_workers="block",
+                    viewport={"width": width, "height": height},
+                )
+            except self._errors:
+                if attempt == 2 or browser.is_connected():
+                    raise  # (a browser that died meanwhile is started again once)
+        raise AssertionError("unreachable")
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -402,7 +419,7 @@ class Renderer:
         with contextlib.suppress(Exception):
             if self._playwright is not None:
                 await self._playwright.stop()
-        self._browser = self._context = self._playwright = None
+        self._browser = self._playwright = None
 
     async def render(self, url: str) -> Rendered:
         """Render ``url`` in a tab of its own (waiting for one), once more in a new tab if the
@@ -418,11 +435,16 @@ class Renderer:
 
     async def _render_once(self, url: str) -> Rendered:
         try:
-            context = await self._context_ready()
+            context = await self._fresh_context()
+        except self._errors as exc:
+            return Rendered(url, problem=f"no browser context could be made: {_first_line(exc)}")
+        try:
             page = await context.new_page()
             network = NetworkLog()
             await _listen(await context.new_cdp_session(page), network)
         except self._errors as exc:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(context.close(), GRACE)
             return Rendered(url, problem=f"no tab could be opened: {_first_line(exc)}")
         crashed = asyncio.Event()
         page.on("crash", lambda _page: crashed.set())
@@ -464,6 +486,8 @@ class Renderer:
             await asyncio.gather(steps, crash, return_exceptions=True)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(page.close(run_before_unload=False), GRACE)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(context.close(), GRACE)
 
     async def _steps(
         self, page: Page, url: str, network: NetworkLog, deadline: float
@@ -490,10 +514,11 @@ class Renderer:
                 if at_end is None:
                     capped = True
                     break
-                if network.starts != began or network.inflight:
-                    # what came into view asked for something: let it load
+                if at_end or network.starts != began or network.inflight:
+                    # what came into view asked for something (or, at the end, may still:
+                    # an observer's callback can come later than two frames): let it load
                     network.touch()
-                    if not await self._idle(network, deadline, self.options.scroll_idle):
+                    if not await self._settle(page, network, deadline, self.options.scroll_idle):
                         capped = True
                         break
                 if at_end:
@@ -505,11 +530,24 @@ class Renderer:
         dom = await asyncio.wait_for(page.content(), max(deadline - loop.time(), 0) + GRACE)
         return dom, capped
 
-    async def _settle(self, page: Page, network: NetworkLog, deadline: float) -> bool:
-        """Web fonts loaded and the network idle before ``deadline``; False if not."""
-        if await _within(page.evaluate(FONTS_READY), deadline) is None:
-            return False
-        return await self._idle(network, deadline, self.options.idle)
+    async def _settle(
+        self, page: Page, network: NetworkLog, deadline: float, quiet: float | None = None
+    ) -> bool:
+        """Before ``deadline``, the page's fonts and images loaded and the network idle
+        (``quiet`` seconds, default ``idle``): what the page said it loads, and what the
+        browser was seen to ask for (a request can start some time after a script asked for
+        it); False if not."""
+        quiet = self.options.idle if quiet is None else quiet
+        loop = asyncio.get_running_loop()
+        while True:
+            loaded = await _within(page.evaluate(LOADED), deadline)
+            if loaded is None or not await self._idle(network, deadline, quiet):
+                return False
+            if loaded:
+                return True
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
 
     @staticmethod
     async def _idle(network: NetworkLog, deadline: float, quiet: float) -> bool:
