@@ -272,13 +272,17 @@ async def browser_recorder(services: Services) -> AsyncIterator[str]:
     """A proxy on a free loopback port recording through ``services``' store and engine,
     online, for a crawl's own browser (``fetch --render``, ``/refresh/``'s render); its
     ``host:port``.  What was recorded less than :data:`RENDER_REUSE` seconds ago is taken from
-    the cache without asking (as a browser's own cache would: a site's script bundles are
+    the cache without asking, whatever lifetime its server gave it (a site's script bundles are
     fetched once a crawl, not once a page, and the page the crawl just fetched is not fetched
     again); HTTPS is intercepted for every host but ``https_bypass``'s; everything else as the
     configuration says.  Only this machine may use it."""
     config = dataclasses.replace(
         services.config,
         request_changed=max(services.config.request_changed, RENDER_REUSE),
+        # a crawl is a snapshot: what it recorded within the hour stands, even a copy its
+        # server said to ask about every time (a page the crawl has just fetched, above all)
+        request_expired=False,
+        request_no_cache=False,
         # the crawl records HTTPS itself, so what its browser loads over HTTPS is recorded
         # too (https_bypass still holds); the browser is told to take the proxy's certificates
         https_intercept=("*",),

@@ -236,7 +236,10 @@ def serve_scripted_site(ca_dir: Path | None = None) -> Iterator[ScriptedSite]:
         if found is None:
             return web.Response(status=404, text="no such page", content_type="text/plain")
         ctype, body = found
-        return web.Response(body=body, headers={"Content-Type": ctype})
+        headers = {"Content-Type": ctype}
+        if ctype.startswith("text/html"):  # as MediaWiki's pages: ask every time
+            headers["Cache-Control"] = "private, must-revalidate, max-age=0"
+        return web.Response(body=body, headers=headers)
 
     async def serve() -> None:
         nonlocal stop

@@ -124,10 +124,14 @@ def test_render_fetch_makes_script_built_pages_whole_offline(
     code, err = fetch(capsys, conf, "--render", "--depth", "1", scripted_site.url("/"))
 
     assert code == 0, err
-    hits = set(scripted_site.take_hits())
+    asked = scripted_site.take_hits()
+    hits = set(asked)
     for path in SCRIPTED:
         assert path in hits, f"{path} was not fetched\n{err}"
     assert "/scripted-link.html" in hits  # a link only the rendered DOM has
+    # each page was asked of the site once, by the crawl: its browser took the copy just
+    # recorded, though the site says to ask every time (must-revalidate, max-age=0)
+    assert [asked.count(path) for path in PAGES] == [1, 1, 1], asked
     assert f"render  {scripted_site.url('/')}: " in err
     assert "pages rendered in the browser" in err
     offline = visit(conf, Mode.OFFLINE, urls, chromium)
