@@ -128,7 +128,10 @@ def find_browser(configured: str = "") -> str:
         if path:
             return path
     if configured:
-        raise RenderUnavailable(f"render_browser {configured!r} is not a program: {INSTALL_HINT}")
+        raise RenderUnavailable(
+            f"render_browser {configured!r} is not a program: correct it, or leave "
+            "render_browser empty for the chromium on PATH (sudo apt-get install chromium)"
+        )
     raise RenderUnavailable(
         f"no Chromium found (looked for {', '.join(BROWSER_NAMES)}): {INSTALL_HINT}"
     )
