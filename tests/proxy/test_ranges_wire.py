@@ -6,6 +6,7 @@ element and PDF viewer ask for: ``bytes=0-`` first (on a miss: the whole recorde
 
 from __future__ import annotations
 
+import asyncio
 import random
 import re
 from collections.abc import AsyncIterator
@@ -17,6 +18,9 @@ from aiohttp import web
 from wwwproxy.archive.memory import MAX_OBJECT
 
 from .conftest import Proxy
+
+#: 50 ms waits for an access-log line
+LOG_WAITS = 100
 
 SMALL = random.Random(1).randbytes(5000)  # held in memory: the fast front answers
 LARGE = random.Random(2).randbytes(MAX_OBJECT + 300_000)  # on disk: aiohttp's path
@@ -86,13 +90,25 @@ async def _recorded_by_a_media_request(make_proxy, origin: RangeOrigin, path: st
     return proxy
 
 
-def _logged(proxy: Proxy, url: str, status: int, length: int) -> bool:
-    """Does the access log's last line for ``url`` say ``status`` and ``length`` bytes?  (The
-    fast front counts the body; aiohttp's path counts the head too, as aiohttp does.)"""
-    line = [line for line in proxy.access_lines() if f" {url}" in line][-1]
-    logged = re.search(r'" (\d+) (\d+) ', line)
-    assert logged is not None, line
+def _logged_now(proxy: Proxy, url: str, status: int, length: int) -> bool:
+    lines = [line for line in proxy.access_lines() if f" {url}" in line]
+    if not lines:
+        return False
+    logged = re.search(r'" (\d+) (\d+) ', lines[-1])
+    assert logged is not None, lines[-1]
     return int(logged.group(1)) == status and 0 <= int(logged.group(2)) - length < 1024
+
+
+async def _logged(proxy: Proxy, url: str, status: int, length: int) -> bool:
+    """Does the access log's last line for ``url`` say ``status`` and ``length`` bytes?  (The
+    fast front counts the body; aiohttp's path counts the head too, as aiohttp does.)  The
+    line is written once the proxy has finished its side of the answer, which may be a moment
+    after the client has read the last byte: waited for, a few seconds at most."""
+    for _ in range(LOG_WAITS):
+        if _logged_now(proxy, url, status, length):
+            return True
+        await asyncio.sleep(0.05)
+    return _logged_now(proxy, url, status, length)
 
 
 def part(boundary: str, content_range: str, before: str) -> bytes:
@@ -140,7 +156,7 @@ async def test_ranges_of_a_recorded_copy(make_proxy, range_origin, path: str, mo
             assert reply.header("Content-Range") is None
         else:
             assert reply.header("Content-Range") == "bytes " + content_range.format(**names)
-        assert _logged(proxy, url, status, len(expected))
+        assert await _logged(proxy, url, status, len(expected))
     # several ranges: multipart, the later first (the disk copy is read again from the start)
     reply = await proxy.get(url, headers={"Range": "bytes=4500-4599,10-19"})
     assert reply.status == 206
@@ -153,12 +169,12 @@ async def test_ranges_of_a_recorded_copy(make_proxy, range_origin, path: str, mo
         + body[10:20]
         + f"\r\n--{boundary}--\r\n".encode()
     )
-    assert _logged(proxy, url, 206, len(reply.body))
+    assert await _logged(proxy, url, 206, len(reply.body))
     reply = await proxy.get(url, headers={"Range": f"bytes={n}-"})
     assert (reply.status, reply.body) == (416, b"")
     assert reply.header("Content-Range") == f"bytes */{n}"
     assert reply.header("Content-Type") is None
-    assert _logged(proxy, url, 416, 0)
+    assert await _logged(proxy, url, 416, 0)
     reply = await proxy.get(url, "HEAD", headers={"Range": "bytes=0-1"})  # GET only: a head
     assert (reply.status, reply.body) == (200, b"")
     assert reply.header("Content-Length") == str(n)
