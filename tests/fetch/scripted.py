@@ -102,7 +102,9 @@ LOADER = """
 """
 
 BUNDLE = """
-(function () {
+// an async script: it may run before the parser has reached the body (served from a cache,
+// it often does), so it starts once the document is there
+function start() {
   var gallery = document.getElementById("gallery");
   fetch(gallery.dataset.api).then(function (r) { return r.json(); }).then(function (list) {
     list.forEach(function (src) {
@@ -124,7 +126,12 @@ BUNDLE = """
   });
   document.querySelectorAll("img.lazy").forEach(function (img) { seen.observe(img); });
   window.lazyWatched = true;
-})();
+}
+if (document.readyState === "loading") {
+  document.addEventListener("DOMContentLoaded", start);
+} else {
+  start();
+}
 """
 
 FONTS_CSS = """@font-face { font-family: "Galaxy"; src: url("/fonts/galaxy.ttf"); }
