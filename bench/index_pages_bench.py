@@ -49,7 +49,7 @@ TYPES = [("text/html", 6), ("image/png", 2), ("text/css", 1), ("application/java
 STATUSES = [(200, 90), (404, 4), (301, 3), (500, 1), (304, 2)]
 
 
-class _NoSync:
+class NoSync:
     """Stands in for the store's GroupSync: the cache is scratch data, so no fsync per file."""
 
     def sync(self, paths: object) -> None:
@@ -94,7 +94,7 @@ def build(root: Path, pages: int, hosts: int, big: int, seed: int = 1) -> None:
 
     rng = random.Random(seed)
     store = Store(root)
-    nosync = _NoSync()
+    nosync = NoSync()
     end = datetime(2025, 6, 1, tzinfo=UTC)
     lines = []
     started = time.monotonic()
