@@ -39,6 +39,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import aiohttp
+from procs import close_and_wait  # bench/procs.py
 
 BIG_HOST = "big.example"
 WORDS = [
@@ -47,13 +48,6 @@ WORDS = [
 ]  # fmt: skip
 TYPES = [("text/html", 6), ("image/png", 2), ("text/css", 1), ("application/javascript", 1)]
 STATUSES = [(200, 90), (404, 4), (301, 3), (500, 1), (304, 2)]
-
-
-class NoSync:
-    """Stands in for the store's GroupSync: the cache is scratch data, so no fsync per file."""
-
-    def sync(self, paths: object) -> None:
-        pass
 
 
 def _pick(rng: random.Random, weighted: list[tuple[object, int]]) -> object:
@@ -86,25 +80,20 @@ def page_urls(rng: random.Random, host: str, count: int) -> Iterator[str]:
 
 def build(root: Path, pages: int, hosts: int, big: int, seed: int = 1) -> None:
     """Write the cache at ``root`` with the real WARC writer and the store's index lines."""
+    from scale_cache import write_capture  # bench/scale_cache.py
+
     from wwwproxy.archive.cdxj import write_index
     from wwwproxy.archive.store import Store
-    from wwwproxy.archive.warc import HTTPRequest, HTTPResponse, append_exchange, build_exchange
     from wwwproxy.archive.warc.record import PreviousPayload
-    from wwwproxy.url import canonicalize
 
     rng = random.Random(seed)
     store = Store(root)
-    nosync = NoSync()
     end = datetime(2025, 6, 1, tzinfo=UTC)
     lines = []
     started = time.monotonic()
     done = 0
     for host, count in host_sizes(pages, hosts, big):
         for url in page_urls(rng, host, count):
-            u = canonicalize(url)
-            key = u.file
-            path = store.path_for(u, key)
-            name = store.warcfile_name(path)
             mime = str(_pick(rng, TYPES))
             body = hashlib.sha256(url.encode()).hexdigest().encode() * rng.randint(2, 40)
             when = end - timedelta(seconds=rng.randrange(365 * 86400))
@@ -116,30 +105,10 @@ def build(root: Path, pages: int, hosts: int, big: int, seed: int = 1) -> None:
                     status = 200
                 else:
                     body = body + b"!" if n else body
-                request = HTTPRequest("GET", [("Host", u.hostport), ("User-Agent", "bench")])
-                response = HTTPResponse(
-                    status,
-                    "OK",
-                    [("Content-Type", mime), ("Content-Length", str(len(body)))],
-                    body,
-                )
-                records = build_exchange(
-                    target_uri=u.canonical,
-                    archive_key=key,
-                    request=request,
-                    response=response,
-                    date=when,
-                    previous=previous,
-                )
-                locations = append_exchange(path, records, sync=nosync)  # type: ignore[arg-type]
-                for rec, loc in zip(records, locations, strict=True):
-                    if rec.info.rec_type in ("response", "revisit"):
-                        lines.append(Store._index_line(key, rec.info, name, loc.offset, loc.length))
-                        if rec.info.rec_type == "response":
-                            previous = PreviousPayload.from_record(rec.info)
+                new, previous = write_capture(store, url, mime, body, when, previous, status)
+                lines += new
                 if n + 1 < captures:
                     when += timedelta(seconds=rng.randrange(1, 30 * 86400))
-            os.utime(path, (when.timestamp(), when.timestamp()))
             done += 1
             if done % 10000 == 0:
                 rate = done / (time.monotonic() - started)
@@ -294,13 +263,7 @@ def main() -> None:
         port = int(proc.stdout.readline())
         asyncio.run(measure(port, proc.pid, args.repeat, small))
     finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        close_and_wait(proc, 30)
 
 
 if __name__ == "__main__":

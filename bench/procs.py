@@ -61,3 +61,14 @@ async def wait_for_port(
             await writer.wait_closed()
         return
     raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {limit:.0f} s:\n{why()}")
+
+
+def close_and_wait(proc: subprocess.Popen[bytes], seconds: float) -> None:
+    """End a child that runs until its stdin closes: close it, wait (bounded), else kill."""
+    assert proc.stdin is not None
+    proc.stdin.close()
+    try:
+        proc.wait(seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -1,27 +1,45 @@
-"""Issue 28's table for the project as it is: the CDXJ index of a synthetic cache of 100k, 1M or
-10M captures (not run in CI).
+"""Issue 28's table for the project as it is: a synthetic cache of 100k, 1M or 10M captures,
+its index, overview pages, `index check`/`rebuild` and search (not run in CI).
 
-The cache is index lines only, no WARC files: hosts with Zipf-distributed page counts (the
-host of rank r holds pages in proportion to 1/r, about 60 captures a host), 1-5 captures a page
-(uniform), a capture after a page's first a revisit half the time (so a third of all captures),
-70 % of pages HTTPS.  Each line is the store's own: a ``RecordInfo`` such as the WARC writer
-makes, through ``index_lines.index_line``, keyed by ``canonicalize(url).file``, naming the cache
-file ``url_hash(key) + WARC_SUFFIX``, sorted into ``index/index.cdxj`` with ``write_index``.
+The cache: hosts with Zipf-distributed page counts (the host of rank r holds pages in
+proportion to 1/r, about 60 captures a host), 1-5 captures a page (uniform), a capture after a
+page's first a revisit half the time (so a third of all captures), 70 % of pages HTTPS.
 
-Then, in a fresh child process (so its peak RSS is its own): the first lookup on opening the
-index, 10,000 random exact lookups (exact lookups per CPU-second), new captures of random pages
-appended to the journal until it holds ``app.COMPACT_BYTES`` (when recording compacts), one
-``Index.compact()`` (CPU seconds, bytes written: ``wchar`` of ``/proc/self/io``), bytes
-rewritten per capture, and the first lookup after it.  Rows that need cache files (``/``,
-``/index/``, a host's first view, ``index check``/``rebuild``, search) print "not measured".
+With WARC files (``--warcs``, the default up to 1M captures), every capture is a real exchange
+appended to its cache file in the store's layout (bench/scale_cache.py: ``build_exchange`` and
+``append_exchange``, short HTML pages of Zipf-distributed words, small bodies of other types);
+with ``--lines`` (the default past 1M) the cache is index lines only.  Either way each line is
+the store's own (``index_lines.index_line``), sorted into ``index/index.cdxj`` by
+``write_index``.
 
-Run:  .venv/bin/python bench/scale_bench.py                      (100k: about a minute)
-      .venv/bin/python bench/scale_bench.py --captures 1M --dir /tmp/scale-1m --keep
-      PYTHONPATH=/path/to/other/checkout .venv/bin/python bench/scale_bench.py --dir /tmp/scale-1m
-      (an existing --dir is measured again, not rebuilt, for before/after; the first
-      measurement compacts some 770 new lines into it, later ones the same lines again)
+The steps, each in a child process (so its CPU and peak RSS are its own) and each with a time
+cap, printing the issue's rows with its targets beside them:
 
-Example output: see docs/performance.md, "Scale (issue 28)".
+- search index: ``SearchIndex.rebuild`` of the whole cache, as ``/search/``'s rebuild button
+  (WARC files only);
+- index: the first lookup on opening, 10,000 random exact lookups (per CPU-second), new
+  captures of random pages until the journal holds ``app.COMPACT_BYTES`` (when recording
+  compacts: written to the cache files with ``--warcs``), one ``Index.compact()`` (CPU, bytes
+  written: ``wchar`` of ``/proc/self/io``), bytes rewritten per capture, the first lookup after;
+  then another journal's worth compacted while a thread does exact lookups in a loop (the
+  slowest lookup during and in the second after);
+- pages (WARC files only): the proxy started on the cache (bench/scale_pages.py, 127.0.0.1,
+  port 0) and asked over HTTP for the biggest host's first page, ``/``, ``/index/`` and three
+  searches (a word in every page, one in half, a prefix), 20 results each: the server's CPU per
+  request (its threads' and its children's schedstat), p50/p99 of 20 requests after the first;
+- ``python -m wwwproxy index check`` and ``index rebuild``: wall and CPU time, peak RSS (from
+  ``wait4``), files per second, cores busy (CPU time / wall time).
+
+The 1-minute load average at each step is printed: the machine may be shared.
+
+Run:  .venv/bin/python bench/scale_bench.py                 (100k with WARC files: ~15 minutes)
+      .venv/bin/python bench/scale_bench.py --captures 1M --lines --dir /tmp/scale-1m --keep
+      .venv/bin/python bench/scale_bench.py --dir /tmp/scale-100k --source /path/to/checkout
+      (an existing --dir is measured again, not rebuilt, for before/after: --source, or
+      PYTHONPATH, names the checkout every step runs; each measurement adds two journals of
+      new captures to it)
+
+Example output: bench/README.md.
 """
 
 from __future__ import annotations
@@ -45,9 +63,9 @@ from pathlib import Path
 from statistics import median
 
 from index_bench import peak_rss_kb  # bench/index_bench.py (run from bench/)
-from index_pages_bench import page_urls  # bench/index_pages_bench.py
+from index_pages_bench import page_urls, pct  # bench/index_pages_bench.py
 from scale_cache import Bodies, cache_files, write_capture  # bench/scale_cache.py
-from scale_pages import measure_pages, pct  # bench/scale_pages.py
+from scale_pages import measure_pages  # bench/scale_pages.py
 
 import wwwproxy
 from wwwproxy.archive.cdxj import CDXJRecord, Index, format_timestamp, write_index

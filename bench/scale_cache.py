@@ -16,8 +16,7 @@ import random
 from datetime import datetime
 from pathlib import Path
 
-from index_pages_bench import NoSync  # bench/index_pages_bench.py (run from bench/)
-from search_bench import make_vocabulary  # bench/search_bench.py
+from search_bench import make_vocabulary  # bench/search_bench.py (run from bench/)
 
 from wwwproxy.archive.cdxj import CDXJRecord
 from wwwproxy.archive.recorder import compress_level_for
@@ -27,6 +26,15 @@ from wwwproxy.archive.warc.record import PreviousPayload
 from wwwproxy.url import canonicalize
 
 VOCABULARY = 40_000
+
+
+class NoSync:
+    """Stands in for the store's GroupSync: the cache is scratch data, so no fsync per file."""
+
+    def sync(self, paths: object) -> None:
+        pass
+
+
 NOSYNC = NoSync()
 
 
@@ -67,16 +75,18 @@ def write_capture(
     body: bytes,
     when: datetime,
     previous: PreviousPayload | None,
+    status: int = 200,
 ) -> tuple[list[CDXJRecord], PreviousPayload | None]:
     """Append one exchange of ``url`` to its cache file (a revisit when ``body`` is
-    ``previous``'s payload); its index lines and the payload later captures compare with."""
+    ``previous``'s payload, and the status 200); its index lines and the payload later
+    captures compare with."""
     u = canonicalize(url)
     key = u.file
     path = store.path_for(u, key)
     name = store.warcfile_name(path)
     request = HTTPRequest("GET", [("Host", u.hostport), ("User-Agent", "scale-bench")])
     response = HTTPResponse(
-        200, "OK", [("Content-Type", mime), ("Content-Length", str(len(body)))], body
+        status, "OK", [("Content-Type", mime), ("Content-Length", str(len(body)))], body
     )
     records = build_exchange(
         target_uri=u.canonical,

@@ -18,6 +18,9 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
+from index_pages_bench import pct, rss_mb  # bench/index_pages_bench.py (run from bench/)
+from procs import close_and_wait  # bench/procs.py
+
 #: the requests after the first one, per page
 REPEAT = 20
 #: search queries: a word in every page, a word in half of the pages, a prefix of many words
@@ -63,21 +66,6 @@ def cpu_ns(pid: int) -> int:
             with contextlib.suppress(OSError, ValueError, IndexError):
                 total += int((task / "schedstat").read_text().split()[0])
     return total
-
-
-def rss_mb(pid: int) -> tuple[float, float]:
-    """(VmRSS, VmHWM) of a process in MB."""
-    values = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        name, _, rest = line.partition(":")
-        if name in ("VmRSS", "VmHWM"):
-            values[name] = int(rest.split()[0]) / 1024
-    return values["VmRSS"], values["VmHWM"]
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def wait_idle(pid: int, end: float) -> float:
@@ -154,13 +142,7 @@ def measure_pages(cache: Path, big_host: str, env: dict[str, str], end: float) -
         out["search"] = {q: client.page(f"/search/?q={quote(q)}") for q in QUERIES}
         out["rss_mb"], out["hwm_mb"] = rss_mb(proc.pid)
     finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        close_and_wait(proc, 60)
     return out
 
 
