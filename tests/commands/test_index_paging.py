@@ -392,3 +392,36 @@ async def test_a_kept_listing_equals_a_fresh_one_after_concurrent_changes(client
     status, data = await client.get_json("/index/")
     (busy,) = [h for h in data["hosts"] if h["host"] == "busy.example"]
     assert (busy["pages"], busy["size"]) == (files, size)
+
+
+async def test_the_host_list_pages_250_hosts_as_3_pages(client, proxy):
+    """``/index/`` shows 100 hosts a page with the host pages' pager, sortable by name,
+    pages, size and last fetch; following "next" shows every host once."""
+    store = proxy.services.store
+    for i in range(250):
+        fill(store, f"h{i:03d}.example", 1 + (i * 37) % 5)
+    path: str | None = "/index/"
+    seen: list[str] = []
+    number = 0
+    while path is not None:
+        number += 1
+        status, text, _ = await client.get(path)
+        assert status == 200
+        shown = re.findall(r'<a href="/index/http/([^/"]+)/">', text)
+        assert len(shown) == (100 if number < 3 else 50)
+        assert f"page {number} of 3" in text and "250 hosts" in text
+        seen += shown
+        path = pager_link(text, "next →")
+    assert number == 3 and seen == sorted(f"h{i:03d}.example" for i in range(250))
+    status, data = await client.get_json("/index/?page=3")
+    assert status == 200 and (data["page"], data["pages_total"]) == (3, 3)
+    assert data["total_hosts"] == 250 and len(data["hosts"]) == 50
+    assert data["total_pages"] == sum(1 + (i * 37) % 5 for i in range(250))
+    for sort, field in (("pages", "pages"), ("size", "size"), ("time", "last")):
+        status, data = await client.get_json(f"/index/?sort={sort}&per=250")
+        values = [h[field] for h in data["hosts"]]
+        assert status == 200 and values == sorted(values, reverse=True)  # largest first
+    status, data = await client.get_json("/index/?sort=name&order=desc&per=10")
+    assert [h["host"] for h in data["hosts"]][0] == "h249.example"
+    status, data = await client.get_json("/index/?sort=colour")
+    assert status == 400 and "sort" in data["error"]

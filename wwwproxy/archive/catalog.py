@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 from ..url import URL, url_hash
 from .cdxj import CDXJError, CDXJRecord
 from .index_lines import INDEXED_TYPES
-from .page_summary import Capture, Line, PageSummary, fold, host_of, line_of
+from .page_summary import Capture, Line, PageSummary, host_of, line_of, summarize
 
 __all__ = [
     "CATALOG_NAME",
@@ -168,12 +168,10 @@ def _page_values(summary: PageSummary) -> tuple[Any, ...]:
 
 
 def _lines_by_uri(lines: Iterable[Line]) -> dict[str, list[Line]]:
-    """Lines grouped by page, each page's in file order (the order :func:`fold` counts in)."""
+    """Lines grouped by page."""
     grouped: dict[str, list[Line]] = {}
     for line in lines:
         grouped.setdefault(line.uri, []).append(line)
-    for group in grouped.values():
-        group.sort(key=lambda line: line.capture.offset)
     return grouped
 
 
@@ -349,9 +347,7 @@ class Catalog:
                 (host_id, uri),
             ).fetchone()
             before = _summary_of(row[1:]) if row is not None else None
-            summary = before
-            for line in group:
-                summary = fold(summary, line) or summary
+            summary = summarize(before, group)
             if summary is None or summary == before:
                 continue
             if summary.size is None:
@@ -460,9 +456,7 @@ class Catalog:
                 host = host_of(uri)
                 if host is None:
                     continue
-                summary: PageSummary | None = None
-                for line in lines:
-                    summary = fold(summary, line) or summary
+                summary = summarize(None, lines)
                 if summary is None:
                     continue
                 if summary.size is None:

@@ -6,11 +6,13 @@ The capture served is the store's rule (:func:`.served.served_record`): with kee
 the newest 2xx/3xx capture, else (or when there is none) the newest of any status, never a 304
 or 206 (recorded for a browser's own conditional or range request).  Both choices are kept, so
 the pages follow ``keep_good_copy`` without a rebuild.  Of two captures with the same time the
-later in the file (the greater offset) is the newer one.
+later in the file (the greater offset) is the one served, and the first the newest shown (as
+the index's first line of that time).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -18,7 +20,7 @@ from ..http.policy import is_good, is_servable
 from .cdxj import CDXJRecord
 from .index_lines import INDEXED_TYPES
 
-__all__ = ["Capture", "Line", "PageSummary", "fold", "host_of", "line_of"]
+__all__ = ["Capture", "Line", "PageSummary", "fold", "host_of", "line_of", "summarize"]
 
 
 def host_of(uri: str) -> tuple[str, str] | None:
@@ -90,7 +92,7 @@ class PageSummary:
     last_offset: int  # the greatest offset counted: a line at or before it is counted already
     size: int | None  # bytes of its cache file (the end of its last record); None: unknown
     response_payload: int | None  # the newest response's payload: a later revisit's
-    newest: Capture
+    newest: Capture  # the first of the newest time
     good: Capture | None  # the newest 2xx/3xx capture (never a 304/206)
     servable: Capture | None  # the newest capture that is not a 304/206
 
@@ -146,7 +148,15 @@ def fold(summary: PageSummary | None, line: Line) -> PageSummary | None:
         last_offset=capture.offset,
         size=size,
         response_payload=response_payload,
-        newest=capture if capture.later_than(summary.newest) else summary.newest,
+        newest=capture if capture.ts > summary.newest.ts else summary.newest,
         good=good,
         servable=servable,
     )
+
+
+def summarize(summary: PageSummary | None, lines: Iterable[Line]) -> PageSummary | None:
+    """``summary`` (None: a page not seen yet) with one page's ``lines`` counted in, in file
+    order whatever order they come in (their index order is by time)."""
+    for line in sorted(lines, key=lambda line: line.capture.offset):
+        summary = fold(summary, line) or summary
+    return summary
