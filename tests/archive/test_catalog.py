@@ -110,6 +110,7 @@ def test_a_build_cut_short_is_made_again_and_changes_meanwhile_count_once(tmp_pa
     store = Store(tmp_path / "cache")
     store.open_catalog()
     fill(store)
+    store.catalog.flush()
     with store.catalog._write() as conn:  # noqa: SLF001 (as a build killed mid-way leaves it)
         conn.execute("UPDATE meta SET value = 'building' WHERE name = 'state'")
         conn.execute("DELETE FROM pages WHERE id % 2 = 0")
@@ -131,6 +132,7 @@ def test_index_rebuild_makes_the_catalog_again(tmp_path):
     store = Store(tmp_path / "cache")
     store.open_catalog()
     fill(store)
+    store.catalog.flush()
     with store.catalog._write() as conn:  # noqa: SLF001 (out of step, as after a crash)
         conn.execute("DELETE FROM pages")
         conn.execute("UPDATE totals SET pages = 0")
@@ -156,3 +158,41 @@ def test_page_orders_both_ways(tmp_path):
     assert keys("size") == ["a", "c", "b", "d"]  # 10, 10, 20, 30
     assert keys("size", True) == ["d", "b", "c", "a"]
     assert keys("name", start=1, count=2) == ["b", "c"]
+
+
+CRASHING_WRITER = """
+import os, signal, sys
+from datetime import UTC, datetime
+from wwwproxy.archive.store import Store
+from wwwproxy.url import canonicalize
+
+store = Store(sys.argv[1])
+u = canonicalize("http://crash.example/page")
+rec = store.recorder(u, u.file, method="GET", request_headers=[], request_body=b"",
+                     date=datetime(2024, 2, 1, tzinfo=UTC))
+rec.write(b"recorded, then killed")
+rec.finish(200, "OK", [("Content-Type", "text/plain")])
+os.kill(os.getpid(), signal.SIGKILL)  # before its catalog changes are applied
+"""
+
+
+def test_a_writer_killed_before_its_changes_are_applied_loses_nothing(tmp_path):
+    """A process killed (SIGKILL) with captures in the index whose catalog changes it had
+    not applied yet: the next open makes the catalog again, and they are in it."""
+    import os
+    import subprocess
+    import sys
+
+    store = Store(tmp_path / "cache")
+    store.open_catalog()
+    fill(store)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", CRASHING_WRITER, str(store.root)], env=env, timeout=60
+    )
+    assert done.returncode == -9
+    assert store.catalog.host("http", "crash.example") is None  # lost with the process
+    store.open_catalog()
+    assert store.catalog.host("http", "crash.example") is not None
+    assert store.catalog.totals()[:2] == (4, 9)
+    assert snapshot(store.catalog) == remade(store)

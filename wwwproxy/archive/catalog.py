@@ -19,6 +19,7 @@ catalog back in step).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
@@ -26,6 +27,7 @@ import logging
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -102,7 +104,33 @@ _SCHEMA = (
     "CREATE INDEX pages_size_good ON pages(host, shown_good)",
     "CREATE INDEX pages_size_any ON pages(host, shown_any)",
     "CREATE TABLE pending (seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, data TEXT NOT NULL)",
+    "CREATE TABLE writers (pid INTEGER PRIMARY KEY)",  # processes with changes not applied
 )
+
+#: a change waits at most this many seconds, or until this many are queued, to be applied
+_FLUSH_AFTER = 0.2
+_FLUSH_AT = 500
+
+_open: weakref.WeakSet[Catalog] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_all() -> None:
+    """A process that ends cleanly leaves no change unapplied."""
+    for catalog in list(_open):
+        with contextlib.suppress(Exception):
+            catalog.flush()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
 
 _PAGE_COLUMNS = "id, captures, last_offset, size, response_payload, chosen"
 
@@ -187,6 +215,13 @@ class Catalog:
         self._read_lock = threading.Lock()
         self._writer: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
+        #: changes not yet applied (:meth:`flush`), and whether this process is marked in
+        #: ``writers`` as having some
+        self._queue: list[tuple[str, list[Any]]] = []
+        self._queue_lock = threading.Lock()
+        self._mark_lock = threading.Lock()  # taken before the write lock, never after
+        self._marked = False
+        _open.add(self)
 
     def __repr__(self) -> str:
         return f"<catalog {self.path}>"
@@ -203,6 +238,7 @@ class Catalog:
         conn.execute("PRAGMA busy_timeout = 30000")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA cache_size = -16000")  # KiB: a large host's rows stay in memory
         self._open_schema(conn)
         return conn
 
@@ -248,6 +284,11 @@ class Catalog:
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
+        """The reading connection, in one snapshot, with this process's changes applied (those
+        of other processes are at most :data:`_FLUSH_AFTER` seconds behind)."""
+        for catalog in list(_open):  # every store of this process on this cache
+            if catalog._queue and catalog.path == self.path:
+                catalog.flush()
         with self._read_lock:
             if self._reader is None:
                 self._reader = self._connect()
@@ -284,28 +325,75 @@ class Catalog:
         self.add(lines)
 
     def add(self, lines: list[CDXJRecord]) -> None:
-        """Index lines added to the index (of any pages: a bulk import's, a test's), counted
-        in one transaction."""
-        if not self.exists():  # never made: the build reads these lines from the index
-            return
-        with self._write() as conn:
-            if self._state(conn) != "ready":
-                data = json.dumps([record.to_line() for record in lines])
-                conn.execute("INSERT INTO pending (kind, data) VALUES ('put', ?)", (data,))
-                return
-            self._apply_lines(conn, [line for r in lines if (line := line_of(r)) is not None])
+        """Index lines added to the index (of any pages: a bulk import's, a test's)."""
+        self._enqueue("put", lines)
 
     def on_delete(self, keys: list[str], files: list[str]) -> None:
         """Pages were removed (their index lines with them)."""
-        if not keys or not self.exists():
+        if keys:
+            self._enqueue("delete", keys)
+
+    def _enqueue(self, kind: str, items: list[Any]) -> None:
+        """Queue a change for the next :meth:`flush` (at most :data:`_FLUSH_AFTER` seconds
+        or :data:`_FLUSH_AT` changes away): one transaction for many captures.  The first
+        change of a batch marks this process as a writer with changes not yet applied, so
+        that a crash before they are makes the catalog again (:meth:`ensure`)."""
+        if not self.exists():  # never made: the build reads these lines from the index
             return
-        with self._write() as conn:
-            if self._state(conn) != "ready":
-                conn.execute(
-                    "INSERT INTO pending (kind, data) VALUES ('delete', ?)", (json.dumps(keys),)
-                )
+        with self._mark_lock:
+            if not self._marked:
+                with self._write() as conn:
+                    conn.execute("INSERT OR REPLACE INTO writers VALUES (?)", (os.getpid(),))
+                self._marked = True
+                timer = threading.Timer(_FLUSH_AFTER, self._flush_logged)
+                timer.daemon = True
+                timer.start()
+            with self._queue_lock:
+                self._queue.append((kind, items))
+                full = len(self._queue) >= _FLUSH_AT
+        if full:
+            self.flush()
+
+    def _flush_logged(self) -> None:
+        try:
+            self.flush()
+        except Exception:  # noqa: BLE001 (the changes stay marked: the catalog is made again)
+            log.exception("%r: changes not applied", self)
+
+    def flush(self) -> None:
+        """Apply the queued changes, in one transaction (while the catalog is being made,
+        they are queued in it instead, for the build to apply)."""
+        with self._mark_lock:
+            with self._queue_lock:
+                items, self._queue = self._queue, []
+            if not self._marked:
                 return
-            self._apply_deletes(conn, keys)
+            with self._write() as conn:
+                ready = self._state(conn) == "ready"
+                run: list[Line] = []  # the puts since the last delete, counted in together
+                for kind, data in items:
+                    if not ready:
+                        if kind == "put":
+                            data = [record.to_line() for record in data]
+                        conn.execute(
+                            "INSERT INTO pending (kind, data) VALUES (?, ?)",
+                            (kind, json.dumps(data)),
+                        )
+                    elif kind == "put":
+                        run += [line for r in data if (line := line_of(r)) is not None]
+                    else:
+                        self._apply_lines(conn, run)
+                        run = []
+                        self._apply_deletes(conn, data)
+                self._apply_lines(conn, run)
+                conn.execute("DELETE FROM writers WHERE pid = ?", (os.getpid(),))
+            self._marked = False
+
+    def _lagging(self) -> bool:
+        """Whether a process that died had changes not yet applied."""
+        with self._read() as conn:
+            pids = [pid for (pid,) in conn.execute("SELECT pid FROM writers").fetchall()]
+        return any(not _alive(pid) for pid in pids)
 
     # -- changing it ----------------------------------------------------------------------------
 
@@ -337,14 +425,19 @@ class Catalog:
             return None
 
     def _apply_lines(self, conn: sqlite3.Connection, lines: Iterable[Line]) -> None:
+        """Count lines in: each page's row, then each host's and the totals once."""
+        hosts: dict[tuple[str, str], list[Any]] = {}  # -> [id, pages, bytes, last]
+        added = grown = 0
         for uri, group in _lines_by_uri(lines).items():
             host = host_of(uri)
             if host is None:
                 continue
-            host_id, pages, size_sum, last = self._host(conn, *host)
+            kept = hosts.get(host)
+            if kept is None:
+                kept = hosts[host] = list(self._host(conn, *host))
             row = conn.execute(
                 f"SELECT {_PAGE_COLUMNS} FROM pages WHERE host = ? AND key = ?",  # noqa: S608
-                (host_id, uri),
+                (kept[0], uri),
             ).fetchone()
             before = _summary_of(row[1:]) if row is not None else None
             summary = summarize(before, group)
@@ -357,7 +450,7 @@ class Catalog:
                 conn.execute(
                     "INSERT INTO pages (host, key, captures, last_offset, size, response_payload,"
                     " newest, shown_good, shown_any, chosen) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    (host_id, uri, *values),
+                    (kept[0], uri, *values),
                 )
             else:
                 conn.execute(
@@ -366,12 +459,18 @@ class Catalog:
                     " chosen = ? WHERE id = ?",
                     (*values, row[0]),
                 )
-            grown = (summary.size or 0) - ((before.size or 0) if before is not None else 0)
-            added = 1 if before is None else 0
-            conn.execute(
-                "UPDATE hosts SET pages = ?, bytes = ?, last = ? WHERE id = ?",
-                (pages + added, size_sum + grown, max(last, summary.newest.ts), host_id),
-            )
+            size = (summary.size or 0) - ((before.size or 0) if before is not None else 0)
+            new = 1 if before is None else 0
+            kept[1] += new
+            kept[2] += size
+            kept[3] = max(kept[3], summary.newest.ts)
+            added += new
+            grown += size
+        conn.executemany(
+            "UPDATE hosts SET pages = ?, bytes = ?, last = ? WHERE id = ?",
+            [(*kept[1:], kept[0]) for kept in hosts.values()],
+        )
+        if added or grown:
             conn.execute("UPDATE totals SET pages = pages + ?, bytes = bytes + ?", (added, grown))
 
     @staticmethod
@@ -413,10 +512,10 @@ class Catalog:
         for a cache that has none (an older version's), or after a build was cut short
         (``announce``: say so, the index has lines).  Waits for a build another process or
         thread is making."""
-        if self.ready():
+        if self.ready() and not self._lagging():
             return
         with self._build_lock():
-            if not self.ready():
+            if not self.ready() or self._lagging():
                 if announce:
                     log.warning("catalog %s: made from the index (once)", self.path)
                 self._build(records())
@@ -442,6 +541,9 @@ class Catalog:
         with self._write() as conn:  # from here on, changes queue in ``pending``
             for table in ("pages", "hosts", "pending"):
                 conn.execute(f"DELETE FROM {table}")  # noqa: S608
+            for (pid,) in conn.execute("SELECT pid FROM writers").fetchall():
+                if not _alive(pid):  # what it had not applied is in the index
+                    conn.execute("DELETE FROM writers WHERE pid = ?", (pid,))
             conn.execute("UPDATE totals SET hosts = 0, pages = 0, bytes = 0")
             conn.execute("UPDATE meta SET value = 'building' WHERE name = 'state'")
         hosts: dict[tuple[str, str], list[Any]] = {}  # -> [id, pages, bytes, last]
