@@ -91,6 +91,18 @@ def pager_link(page: str, label: str) -> str | None:
     return html.unescape(m.group(1)) if m else None
 
 
+async def walk(client, path: str) -> list[tuple[str, str]]:
+    """(path, HTML) of each page of a paged list, from ``path`` on by its "next" links."""
+    walked = []
+    following: str | None = path
+    while following is not None:
+        status, text, _ = await client.get(following)
+        assert status == 200
+        walked.append((following, text))
+        following = pager_link(text, "next →")
+    return walked
+
+
 def page_arg(link: str) -> int:
     return int(parse_qs(urlsplit(link).query)["page"][0])
 
@@ -102,13 +114,10 @@ def page_arg(link: str) -> int:
 async def test_following_next_shows_every_page_exactly_once(client, proxy, sort, order):
     store = proxy.services.store
     keys = fill(store, "paged.example", 53)
-    path: str | None = f"/index/http/paged.example/?sort={sort}&order={order}&per=7"
     seen: list[str] = []
-    number = 0
-    while path is not None:
-        number += 1
-        status, text, _ = await client.get(path)
-        assert status == 200
+    start = f"/index/http/paged.example/?sort={sort}&order={order}&per=7"
+    walked = await walk(client, start)
+    for number, (path, text) in enumerate(walked, 1):
         shown = rows(text)
         assert len(shown) == (7 if number < 8 else 53 - 7 * 7)
         assert f"page {number} of 8" in text
@@ -120,9 +129,9 @@ async def test_following_next_shows_every_page_exactly_once(client, proxy, sort,
         if previous is not None:
             assert page_arg(previous) == number - 1
         seen += shown
-        path = pager_link(text, "next →")
-        assert path is None or page_arg(path) == number + 1
-    assert number == 8
+        following = pager_link(text, "next →")
+        assert following is None or page_arg(following) == number + 1
+    assert len(walked) == 8
     assert seen == expected(store, keys, sort, order)  # each once, in order
 
 
@@ -400,19 +409,14 @@ async def test_the_host_list_pages_250_hosts_as_3_pages(client, proxy):
     store = proxy.services.store
     for i in range(250):
         fill(store, f"h{i:03d}.example", 1 + (i * 37) % 5)
-    path: str | None = "/index/"
     seen: list[str] = []
-    number = 0
-    while path is not None:
-        number += 1
-        status, text, _ = await client.get(path)
-        assert status == 200
+    walked = await walk(client, "/index/")
+    for number, (_, text) in enumerate(walked, 1):
         shown = re.findall(r'<a href="/index/http/([^/"]+)/">', text)
         assert len(shown) == (100 if number < 3 else 50)
         assert f"page {number} of 3" in text and "250 hosts" in text
         seen += shown
-        path = pager_link(text, "next →")
-    assert number == 3 and seen == sorted(f"h{i:03d}.example" for i in range(250))
+    assert len(walked) == 3 and seen == sorted(f"h{i:03d}.example" for i in range(250))
     status, data = await client.get_json("/index/?page=3")
     assert status == 200 and (data["page"], data["pages_total"]) == (3, 3)
     assert data["total_hosts"] == 250 and len(data["hosts"]) == 50

@@ -116,16 +116,17 @@ async def page(ctx: Context) -> web.StreamResponse:
     return await host_page(ctx, parts[0], parts[1].lower())
 
 
-def _order(ctx: Context, sorts: Iterable[str], ascending: str = "name") -> tuple[str, str]:
-    """The ``sort`` and ``order`` arguments of a sortable list (by default ``ascending``
-    sorts ascending, the others newest or largest first)."""
+def _list_args(ctx: Context, sorts: Iterable[str]) -> tuple[str, str, int, int]:
+    """The ``sort``, ``order``, ``per`` and ``page`` arguments of a sortable paged list (by
+    name ascending unless asked, the other orders newest or largest first)."""
     sort = ctx.text("sort", "name") or "name"
     if sort not in sorts:
         raise PageError(400, f"The 'sort' argument must be one of {', '.join(sorts)}.")
-    order = ctx.text("order", "asc" if sort == ascending else "desc")
+    order = ctx.text("order", "asc" if sort == "name" else "desc")
     if order not in ("asc", "desc"):
         raise PageError(400, "The 'order' argument must be asc or desc.")
-    return sort, order
+    per = ctx.integer("per", PER_PAGE, 1, MAX_PER_PAGE)
+    return sort, order, per, ctx.integer("page", 1, 1, 10**9)
 
 
 def _sort_link(
@@ -142,9 +143,7 @@ def _sort_link(
 
 
 async def hosts_page(ctx: Context) -> web.StreamResponse:
-    sort, order = _order(ctx, HOST_SORTS)
-    per = ctx.integer("per", PER_PAGE, 1, MAX_PER_PAGE)
-    asked = ctx.integer("page", 1, 1, 10**9)
+    sort, order, per, asked = _list_args(ctx, HOST_SORTS)
     window = await in_worker(
         hosts_window,
         ctx.services.store,
@@ -220,9 +219,7 @@ async def hosts_page(ctx: Context) -> web.StreamResponse:
 
 
 async def host_page(ctx: Context, proto: str, hostport: str) -> web.StreamResponse:
-    sort, order = _order(ctx, SORTS)
-    per = ctx.integer("per", PER_PAGE, 1, MAX_PER_PAGE)
-    asked = ctx.integer("page", 1, 1, 10**9)
+    sort, order, per, asked = _list_args(ctx, SORTS)
     window = await in_worker(
         host_window,
         ctx.services.store,
