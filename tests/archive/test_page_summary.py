@@ -146,8 +146,23 @@ def test_a_line_counted_already_is_not_counted_again():
     assert first is not None and second is not None
     summary = summarize(None, [first, second])
     assert summary is not None and summary.captures == 2
-    assert fold(summary, first) is None and fold(summary, second) is None
-    assert summarize(summary, [second, first]) == summary
+    assert fold(summary, first, again=True) is None
+    assert fold(summary, second, again=True) is None
+    assert summarize(summary, [second, first], again=True) == summary
+
+
+def test_lines_of_two_writers_count_whatever_order_they_come_in():
+    """Two processes append to one file; the later append's line may reach the catalog
+    first: both count, and the newest and served captures are the same either way."""
+    first, second = line_of(line("/a", 0, ple=4)), line_of(line("/a", 5, 404, offset=500))
+    assert first is not None and second is not None
+    in_order = fold(fold(None, first), second)
+    reversed_ = fold(fold(None, second), first)
+    assert in_order is not None and reversed_ is not None
+    assert in_order.captures == reversed_.captures == 2
+    for keep_good in (True, False):
+        assert in_order.served(keep_good) == reversed_.served(keep_good)
+    assert (in_order.newest, in_order.size) == (reversed_.newest, reversed_.size)
 
 
 def test_lines_the_catalog_does_not_count():

@@ -6,15 +6,17 @@ totals over all hosts; and per page (archive key) what :class:`.page_summary.Pag
 keeps (captures, newest capture, the capture served with and without keep-the-good-copy, the
 size of its cache file), with indexes for each order a page list is shown in.
 
-It is derived data, kept up to date by the store in every process that writes (a listener,
-one SQLite transaction per put or delete, in the writing thread), and made again from the
-index's lines by :meth:`Catalog.rebuild` (``index rebuild``, and once for a cache that has
-none: :meth:`Catalog.ensure`).  While it is being made, changes are queued in it (the
-``pending`` table) and applied when the build ends; a line counted by the build and again by
-its put counts once (:func:`.page_summary.fold`).  A build killed mid-way leaves the catalog
-marked unfinished, and the next :meth:`Catalog.ensure` makes it again; a change killed mid-way
-is rolled back by SQLite (the index, written first, still has it; ``index rebuild`` brings the
-catalog back in step).
+It is derived data, kept up to date by the store in every process that writes (from the
+index lines of each put, and the keys of each delete), changes queued in memory and applied
+in one transaction at most :data:`_FLUSH_AFTER` seconds later (a page of this process applies
+them first), and made again from the index's lines by :meth:`Catalog.rebuild` (``index
+rebuild``, and once for a cache that has none: :meth:`Catalog.ensure`).  While it is being
+made, changes are queued in it (the ``pending`` table) and applied when the build ends; a line
+counted by the build and again by its put counts once (:func:`.page_summary.fold`).
+
+A crash loses nothing: a process with changes not yet applied is marked in it (``writers``),
+and the next :meth:`Catalog.ensure` that finds a mark of a process no longer running makes the
+catalog again; so does one that finds a build cut short (it is marked unfinished until done).
 """
 
 from __future__ import annotations
@@ -238,7 +240,6 @@ class Catalog:
         conn.execute("PRAGMA busy_timeout = 30000")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA cache_size = -16000")  # KiB: a large host's rows stay in memory
         self._open_schema(conn)
         return conn
 
@@ -424,8 +425,11 @@ class Catalog:
         except (OSError, ValueError):
             return None
 
-    def _apply_lines(self, conn: sqlite3.Connection, lines: Iterable[Line]) -> None:
-        """Count lines in: each page's row, then each host's and the totals once."""
+    def _apply_lines(
+        self, conn: sqlite3.Connection, lines: Iterable[Line], *, again: bool = False
+    ) -> None:
+        """Count lines in: each page's row, then each host's and the totals once
+        (``again``: lines a build may have counted, :func:`.page_summary.fold`)."""
         hosts: dict[tuple[str, str], list[Any]] = {}  # -> [id, pages, bytes, last]
         added = grown = 0
         for uri, group in _lines_by_uri(lines).items():
@@ -440,7 +444,7 @@ class Catalog:
                 (kept[0], uri),
             ).fetchone()
             before = _summary_of(row[1:]) if row is not None else None
-            summary = summarize(before, group)
+            summary = summarize(before, group, again=again)
             if summary is None or summary == before:
                 continue
             if summary.size is None:
@@ -612,7 +616,8 @@ class Catalog:
             ).fetchall():
                 if kind == "put":
                     parsed = (CDXJRecord.parse_line(raw) for raw in json.loads(data))
-                    self._apply_lines(conn, [x for r in parsed if (x := line_of(r)) is not None])
+                    lines = [x for r in parsed if (x := line_of(r)) is not None]
+                    self._apply_lines(conn, lines, again=True)
                 else:
                     self._apply_deletes(conn, json.loads(data))
             conn.execute("DELETE FROM pending")

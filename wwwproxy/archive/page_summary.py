@@ -89,7 +89,7 @@ class PageSummary:
     """One page's captures summed up."""
 
     captures: int
-    last_offset: int  # the greatest offset counted: a line at or before it is counted already
+    last_offset: int  # the greatest offset counted
     size: int | None  # bytes of its cache file (the end of its last record); None: unknown
     response_payload: int | None  # the newest response's payload: a later revisit's
     newest: Capture  # the first of the newest time
@@ -108,12 +108,13 @@ class PageSummary:
         return self.size
 
 
-def fold(summary: PageSummary | None, line: Line) -> PageSummary | None:
-    """``summary`` with ``line`` counted in; None when it is counted already (a line at or
-    before the last offset counted: captures are appended, so a line seen twice, by a rebuild
-    and by the put that wrote it, counts once)."""
+def fold(summary: PageSummary | None, line: Line, *, again: bool = False) -> PageSummary | None:
+    """``summary`` with ``line`` counted in.  With ``again`` (the line may have been counted
+    by a build that read the index meanwhile) None when it is counted already: a line at or
+    before the last offset counted (captures are appended).  Otherwise every line counts,
+    whatever order lines of two writers come in."""
     capture = line.capture
-    if summary is not None and capture.offset <= summary.last_offset:
+    if again and summary is not None and capture.offset <= summary.last_offset:
         return None
     if line.revisit:  # a revisit's payload is its response's
         payload = summary.response_payload if summary is not None else None
@@ -145,7 +146,7 @@ def fold(summary: PageSummary | None, line: Line) -> PageSummary | None:
     return replace(
         summary,
         captures=summary.captures + 1,
-        last_offset=capture.offset,
+        last_offset=max(summary.last_offset, capture.offset),
         size=size,
         response_payload=response_payload,
         newest=capture if capture.ts > summary.newest.ts else summary.newest,
@@ -154,9 +155,12 @@ def fold(summary: PageSummary | None, line: Line) -> PageSummary | None:
     )
 
 
-def summarize(summary: PageSummary | None, lines: Iterable[Line]) -> PageSummary | None:
+def summarize(
+    summary: PageSummary | None, lines: Iterable[Line], *, again: bool = False
+) -> PageSummary | None:
     """``summary`` (None: a page not seen yet) with one page's ``lines`` counted in, in file
-    order whatever order they come in (their index order is by time)."""
+    order whatever order they come in (their index order is by time); ``again``: as
+    :func:`fold`'s."""
     for line in sorted(lines, key=lambda line: line.capture.offset):
-        summary = fold(summary, line) or summary
+        summary = fold(summary, line, again=again) or summary
     return summary

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -203,13 +205,36 @@ def hosts_window(
     return HostsWindow(totals, number, last, start, [HostInfo.of(row) for row in rows])
 
 
+#: host folder -> (its (dev, inode, mtime_ns) when counted, its cache files); a count is
+#: kept while the folder's mtime (it changes when a file is made or removed) is unchanged and
+#: was a second old when counted (coarse timestamps), at most _FOLDERS_KEPT of them
+_counted: dict[str, tuple[tuple[int, int, int], int]] = {}
+_counted_lock = threading.Lock()
+_FOLDERS_KEPT = 64
+_SETTLED_NS = 1_000_000_000
+
+
 def _files(store: Store, proto: str, hostport: str) -> int:
-    """The cache files in one host's folder (names only: no file is looked at)."""
+    """The cache files in one host's folder (names only: no file is looked at), counted
+    again only when the folder changed."""
+    folder = os.path.join(store.root, proto, hostport)
     try:
-        with os.scandir(store.root / proto / hostport) as entries:
-            return sum(1 for entry in entries if entry.name.endswith(WARC_SUFFIX))
+        st = os.stat(folder)
+        ident = (st.st_dev, st.st_ino, st.st_mtime_ns)
+        with _counted_lock:
+            known = _counted.get(folder)
+        if known is not None and known[0] == ident:
+            return known[1]
+        with os.scandir(folder) as entries:
+            count = sum(1 for entry in entries if entry.name.endswith(WARC_SUFFIX))
     except OSError:  # no such folder, or a name no file system holds
         return 0
+    if time.time_ns() - st.st_mtime_ns > _SETTLED_NS:
+        with _counted_lock:
+            _counted[folder] = (ident, count)
+            while len(_counted) > _FOLDERS_KEPT:
+                del _counted[next(iter(_counted))]
+    return count
 
 
 def host_window(
