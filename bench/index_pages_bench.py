@@ -121,7 +121,8 @@ def build(root: Path, pages: int, hosts: int, big: int, seed: int = 1) -> None:
 # the proxy, in its own process
 
 
-#: the bench's idle time before kept host listings are let go (LISTING_IDLE)
+#: the bench's idle time before kept host listings are let go (LISTING_IDLE, in versions
+#: that keep them; the catalog's pages keep none)
 LET_GO_AFTER = 15.0
 
 

@@ -7,29 +7,33 @@ import dataclasses
 import logging
 
 from wwwproxy.app import AcceptErrors, config_read, start
-from wwwproxy.commands.listing import _view
 from wwwproxy.config import Config, load_config
 
 
-async def test_the_host_summaries_are_counted_at_start(tmp_path):
-    """The welcome page's per-host counts (a second at 100,000 pages) are made in a worker
-    thread at start, not by the first person to open ``/``."""
+async def test_the_catalog_is_made_at_start(tmp_path):
+    """A cache with an index and no catalog (an older version's) gets one at start, in a
+    worker thread, not when the first person opens ``/``."""
+    from datetime import UTC, datetime
+
+    from wwwproxy.archive.store import Store
+
+    from .commands.test_index import record
+
     cache = tmp_path / "cache"
-    for host, pages in (("a.example", 3), ("b.example:8080", 2)):
-        folder = cache / "http" / host
-        folder.mkdir(parents=True)
-        for i in range(pages):
-            (folder / f"{i:040x}.warc.gz").write_bytes(b"x" * (10 + i))
+    old = Store(cache)
+    when = datetime(2024, 1, 1, tzinfo=UTC)
+    for url in ("http://a.example/1", "http://a.example/2", "http://b.example:8080/"):
+        record(old, url, b"x", when)
+    assert not old.catalog.exists()  # recording into a cache without one makes none
     config = dataclasses.replace(Config(), listen_port=0, cache=cache)
     running = await start(config)
     try:
-        view = _view(running.services.store)
+        catalog = running.services.store.catalog
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 10
-        while len(view.summaries) < 2 and loop.time() < deadline:
+        while not (catalog.exists() and catalog.ready()) and loop.time() < deadline:
             await asyncio.sleep(0.02)
-        summaries = {host: (s.pages, s.size) for (_, host), s in view.summaries.items()}
-        assert summaries == {"a.example": (3, 33), "b.example:8080": (2, 21)}
+        assert catalog.totals()[:2] == (2, 3)
     finally:
         await running.stop()
 

@@ -13,6 +13,7 @@ import logging
 import resource
 import signal
 import socket
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,7 +25,6 @@ from .allocator import GIVE_BACK_EVERY, fix_mmap_threshold, give_back, limit_are
 from .archive.purge import Limits, purge_loop
 from .archive.store import Store
 from .commands import handle_command
-from .commands.listing import list_hosts, release_idle
 from .config import Config, ConfigError, config_candidates, load_config
 from .fetch.monitor import monitor_loop, monitor_path
 from .http.policy import Mode
@@ -205,11 +205,13 @@ def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-async def _warm_host_summaries(store: Store) -> None:
+async def _open_catalog(store: Store) -> None:
+    """The catalog the index pages read, opened (and made from the index, for a cache that
+    has none) at start in a worker thread, not by the first person to open ``/``."""
     try:
-        await asyncio.to_thread(list_hosts, store)
-    except (OSError, ValueError) as exc:  # the page itself will say what is wrong
-        log.debug("host summaries not prepared: %s", exc)
+        await asyncio.to_thread(store.open_catalog)
+    except (OSError, ValueError, sqlite3.Error) as exc:  # the page itself will say what is wrong
+        log.warning("catalog not opened: %s", exc)
 
 
 async def _listen(
@@ -263,7 +265,7 @@ async def start(config: Config, *, mode: Mode | None = None) -> Running:
     services.start_sessions()  # an online session starts now if the mode is connected
     # the welcome page's host summaries count every cache file once (about a second at
     # 100,000 pages): done now, in a worker thread, not by the first person to open `/`
-    services.spawn(_warm_host_summaries(services.store))
+    services.spawn(_open_catalog(services.store))
     return running
 
 
@@ -305,8 +307,7 @@ async def compact_loop(
     store: Store, *, every: float = COMPACT_EVERY, min_bytes: int = COMPACT_BYTES
 ) -> None:
     """Merge the index journal into the sorted index in the background, so lookups stay
-    binary searches instead of re-reading an ever-growing journal; and let go of the host
-    listings the index pages kept that nobody looked at lately."""
+    binary searches instead of re-reading an ever-growing journal."""
     while True:
         await asyncio.sleep(every)
         try:
@@ -315,7 +316,6 @@ async def compact_loop(
                 log.info("index compacted: %s records", count)
         except Exception:  # noqa: BLE001 (never fatal: the journal keeps serving lookups)
             log.exception("index compaction failed; will retry")
-        await asyncio.to_thread(release_idle, store)
 
 
 async def give_back_loop(every: float = GIVE_BACK_EVERY) -> None:

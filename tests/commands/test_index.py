@@ -137,42 +137,20 @@ def test_same_host_under_https_is_listed_separately(tmp_path):
     ]
 
 
-def test_last_fetch_is_the_newest_file_time(tmp_path):
+def test_last_fetch_is_the_newest_capture_time(tmp_path):
+    """A host's last fetch is the time of its newest capture (as recorded), whatever the
+    files' modification times say."""
     from wwwproxy.archive.store import Store
 
     store = Store(tmp_path / "cache")
     when = datetime(2024, 1, 1, tzinfo=UTC)
-    record(store, "http://t.example/1", b"1", when)
+    record(store, "http://t.example/1", b"1", when + timedelta(hours=2))
     record(store, "http://t.example/2", b"2", when)
     old = time.time() - 86400 * 10
     for path in store.list_host("http", "t.example"):
         os.utime(path, (old, old))
     (host,) = list_hosts(store.root)
-    assert host.last is not None and abs(host.last.timestamp() - old) < 1
-
-
-def test_a_big_host_that_keeps_changing_is_not_counted_on_every_request(tmp_path, monkeypatch):
-    """A host folder with many pages (here any number: the threshold set to 0) that keeps
-    getting new pages is counted again only once the time
-    since its last count is many times what that count took: `/` under a recording load does
-    not scan the folder on every request (a soak's pages once queued behind such scans)."""
-    from wwwproxy.commands import listing
-
-    folder = tmp_path / "cache" / "http" / "busy.example"
-    folder.mkdir(parents=True)
-
-    def add(i: int) -> None:
-        (folder / f"{i:040x}.warc.gz").write_bytes(b"x" * 10)
-
-    for i in range(3):
-        add(i)
-    monkeypatch.setattr(listing, "_RECOUNT_PAGES", 0)
-    monkeypatch.setattr(listing, "_RECOUNT_EVERY", 10**9)  # "not long ago" for this test
-    assert [h.pages for h in list_hosts(tmp_path / "cache")] == [3]
-    add(3)
-    assert [h.pages for h in list_hosts(tmp_path / "cache")] == [3]  # kept, a little stale
-    monkeypatch.setattr(listing, "_RECOUNT_EVERY", 0)  # long enough since
-    assert [h.pages for h in list_hosts(tmp_path / "cache")] == [4]
+    assert host.last == when + timedelta(hours=2)
 
 
 def test_split_hostport():

@@ -56,6 +56,7 @@ def fill(store: Store, host: str, count: int, *, proto: str = "http") -> list[st
                 )
         keys.append(u.file)
     store.index.add(lines)
+    store.catalog.add(lines)  # as the store's own put tells it
     return keys
 
 
@@ -90,6 +91,18 @@ def pager_link(page: str, label: str) -> str | None:
     return html.unescape(m.group(1)) if m else None
 
 
+async def walk(client, path: str) -> list[tuple[str, str]]:
+    """(path, HTML) of each page of a paged list, from ``path`` on by its "next" links."""
+    walked = []
+    following: str | None = path
+    while following is not None:
+        status, text, _ = await client.get(following)
+        assert status == 200
+        walked.append((following, text))
+        following = pager_link(text, "next →")
+    return walked
+
+
 def page_arg(link: str) -> int:
     return int(parse_qs(urlsplit(link).query)["page"][0])
 
@@ -101,13 +114,10 @@ def page_arg(link: str) -> int:
 async def test_following_next_shows_every_page_exactly_once(client, proxy, sort, order):
     store = proxy.services.store
     keys = fill(store, "paged.example", 53)
-    path: str | None = f"/index/http/paged.example/?sort={sort}&order={order}&per=7"
     seen: list[str] = []
-    number = 0
-    while path is not None:
-        number += 1
-        status, text, _ = await client.get(path)
-        assert status == 200
+    start = f"/index/http/paged.example/?sort={sort}&order={order}&per=7"
+    walked = await walk(client, start)
+    for number, (path, text) in enumerate(walked, 1):
         shown = rows(text)
         assert len(shown) == (7 if number < 8 else 53 - 7 * 7)
         assert f"page {number} of 8" in text
@@ -119,9 +129,9 @@ async def test_following_next_shows_every_page_exactly_once(client, proxy, sort,
         if previous is not None:
             assert page_arg(previous) == number - 1
         seen += shown
-        path = pager_link(text, "next →")
-        assert path is None or page_arg(path) == number + 1
-    assert number == 8
+        following = pager_link(text, "next →")
+        assert following is None or page_arg(following) == number + 1
+    assert len(walked) == 8
     assert seen == expected(store, keys, sort, order)  # each once, in order
 
 
@@ -167,16 +177,20 @@ async def test_a_large_host_shows_its_first_page_only(client, proxy):
 
 
 def host_files(store: Store, host: str) -> tuple[int, int, float]:
-    """(files, bytes, newest mtime) of a host's folder, read from the disk."""
+    """(files, bytes) of a host's folder, read from the disk, and the time of its newest
+    capture, read from the index."""
+    from wwwproxy.url.surt import host_surt
+
     paths = list(store.list_host("http", host))
     stats = [p.stat() for p in paths]
-    return len(paths), sum(s.st_size for s in stats), max(s.st_mtime for s in stats)
+    newest = max(r.as_datetime() for r in store.list_prefix(host_surt(host) + "/"))
+    return len(paths), sum(s.st_size for s in stats), newest.timestamp()
 
 
 async def test_kept_listings_follow_every_change(client, proxy):
-    """The pages seen once are kept; what happens afterwards must show: captures by this
-    process and by another one (another Store on the same cache, as ``wwwproxy fetch`` is),
-    a compaction, a delete and an index rebuild."""
+    """What happens after a page was seen must show: captures by this process and by
+    another one (another Store on the same cache, as ``wwwproxy fetch`` is), a compaction, a
+    delete and an index rebuild."""
     store = proxy.services.store
     keys = fill(store, "live.example", 30)
     fill(store, "other.example", 4)
@@ -241,10 +255,12 @@ async def test_kept_listings_follow_every_change(client, proxy):
     await check_host("live.example")
     await check_host("other.example")
 
-    for path_ in store.list_host("http", "other.example"):
+    for path_ in store.list_host("http", "other.example"):  # removed behind its back ...
         path_.unlink()
     (store.root / "http" / "other.example").rmdir()
+    store.rebuild_index()  # ... shows once the index is made again
     assert "other.example" not in await hosts()
+    assert len(await pages()) == 30
 
 
 def test_listing_functions_see_changes_between_calls(tmp_path):
@@ -385,3 +401,31 @@ async def test_a_kept_listing_equals_a_fresh_one_after_concurrent_changes(client
     status, data = await client.get_json("/index/")
     (busy,) = [h for h in data["hosts"] if h["host"] == "busy.example"]
     assert (busy["pages"], busy["size"]) == (files, size)
+
+
+async def test_the_host_list_pages_250_hosts_as_3_pages(client, proxy):
+    """``/index/`` shows 100 hosts a page with the host pages' pager, sortable by name,
+    pages, size and last fetch; following "next" shows every host once."""
+    store = proxy.services.store
+    for i in range(250):
+        fill(store, f"h{i:03d}.example", 1 + (i * 37) % 5)
+    seen: list[str] = []
+    walked = await walk(client, "/index/")
+    for number, (_, text) in enumerate(walked, 1):
+        shown = re.findall(r'<a href="/index/http/([^/"]+)/">', text)
+        assert len(shown) == (100 if number < 3 else 50)
+        assert f"page {number} of 3" in text and "250 hosts" in text
+        seen += shown
+    assert len(walked) == 3 and seen == sorted(f"h{i:03d}.example" for i in range(250))
+    status, data = await client.get_json("/index/?page=3")
+    assert status == 200 and (data["page"], data["pages_total"]) == (3, 3)
+    assert data["total_hosts"] == 250 and len(data["hosts"]) == 50
+    assert data["total_pages"] == sum(1 + (i * 37) % 5 for i in range(250))
+    for sort, field in (("pages", "pages"), ("size", "size"), ("time", "last")):
+        status, data = await client.get_json(f"/index/?sort={sort}&per=250")
+        values = [h[field] for h in data["hosts"]]
+        assert status == 200 and values == sorted(values, reverse=True)  # largest first
+    status, data = await client.get_json("/index/?sort=name&order=desc&per=10")
+    assert [h["host"] for h in data["hosts"]][0] == "h249.example"
+    status, data = await client.get_json("/index/?sort=colour")
+    assert status == 400 and "sort" in data["error"]

@@ -9,18 +9,17 @@ import threading
 
 import aiohttp
 
-from wwwproxy.commands.listing import _view
 from wwwproxy.commands.worker import PAGE_THREADS
 
 from .conftest import TIMEOUT, browse
 
 
 class HeldLock:
-    """The host listings' lock of a cache, held by a thread of the test until ``release()``:
+    """The lock of a cache's catalog reads, held by a thread of the test until ``release()``:
     command pages that need it wait in the pages' threads meanwhile."""
 
     def __init__(self, store) -> None:
-        self._lock = _view(store).lock
+        self._lock = store.catalog._read_lock  # noqa: SLF001
         self._release = threading.Event()
         held = threading.Event()
         self._holder = threading.Thread(target=self._hold, args=(held,))
@@ -79,10 +78,10 @@ async def test_pages_whose_browser_left_while_queued_are_not_made(proxy, origin,
 
     def counted(*args, **kwargs):
         made.append(1)
-        return list_hosts(*args, **kwargs)
+        return host_totals(*args, **kwargs)
 
-    list_hosts = welcome.list_hosts
-    monkeypatch.setattr(welcome, "list_hosts", counted)
+    host_totals = welcome.host_totals
+    monkeypatch.setattr(welcome, "host_totals", counted)
     await browse(proxy, origin.url("/a.html"))
     held = HeldLock(proxy.services.store)
     request = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\n\r\n".encode()

@@ -30,13 +30,14 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ..fsutil import GroupSync
 from ..http.policy import is_good, is_servable, vary_matches
 from ..url import URL, InvalidURL, cache_name, canonicalize, surt, url_hash
+from .catalog import Catalog
 from .cdxj import CDXJError, CDXJRecord, Index, parse_ref
 from .changes import Deleted, Moved, PayloadListener, RecordedPayload, StoreListener
 from .errors import StoreError
@@ -121,6 +122,8 @@ class Store:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         _make_private(self.root)
         self.index = Index(self.root / "index")
+        #: the running summaries of hosts and pages the index pages show (:mod:`.catalog`)
+        self.catalog = Catalog(self.root)
         #: writers of this process that finish together share one flush to disk
         self.sync = GroupSync(self.root)
         self.tmp_dir = self.root / "tmp"
@@ -225,6 +228,7 @@ class Store:
             if rec.info.rec_type in INDEXED_TYPES
         ]
         self.index.add(lines, self.sync)
+        self._tell_catalog(self.catalog.on_put, url, key, lines)
         recorded = records[-1]
         payload = RecordedPayload(recorded) if recorded.info.rec_type == "response" else None
         for listener in self.listeners:
@@ -540,6 +544,7 @@ class Store:
                 url = None
             if url is None:
                 continue
+            self._tell_catalog(self.catalog.on_put, url, m.key, list(m.lines))
             for listener in self.listeners:
                 try:
                     listener.on_put(url, m.key, list(m.lines))
@@ -558,11 +563,21 @@ class Store:
                 (self.root / proto / hostport).rmdir()
 
     def _deleted(self, keys: list[str], files: list[str]) -> None:
+        self._tell_catalog(self.catalog.on_delete, keys, files)
         for listener in self.listeners:
             try:
                 listener.on_delete(keys, files)
             except Exception:  # noqa: BLE001 (the files are gone whatever a listener does)
                 log.exception("store listener %r failed for a delete of %s", listener, files)
+
+    @staticmethod
+    def _tell_catalog(change: Callable[..., None], *args: object) -> None:
+        """Bring the catalog up to date with a change (a failure is logged: the change is
+        done, and ``index rebuild`` makes the catalog again)."""
+        try:
+            change(*args)
+        except Exception:  # noqa: BLE001 (derived data must never break recording)
+            log.exception("catalog not brought up to date (%s)", change.__name__)
 
     # --- the whole cache ---------------------------------------------------------------------
 
@@ -581,7 +596,18 @@ class Store:
 
     def rebuild_index(self, repaired: list[str] | None = None) -> tuple[int, list[str]]:
         """Rebuild the whole index from the WARC files (:func:`.index_lines.rebuild_index`)."""
-        return rebuild_index(self.index, self, repaired)
+        result = rebuild_index(self.index, self, repaired)
+        self.catalog.rebuild(self.index.prefix("", record_types=INDEXED_TYPES))
+        return result
+
+    def open_catalog(self) -> Catalog:
+        """The catalog, made from the index first if this cache has none yet (an older
+        version's cache: once, in place) or its making was cut short."""
+        self.catalog.ensure(
+            lambda: self.index.prefix("", record_types=INDEXED_TYPES),
+            announce=bool(self.index.files()),
+        )
+        return self.catalog
 
     def check_index(self) -> list[str]:
         """Every index problem (:func:`.index_lines.check_index`)."""

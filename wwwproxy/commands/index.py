@@ -1,22 +1,22 @@
 """``/index/``: the hosts in the cache; ``/index/<proto>/<host>/``: one host's pages.
 
-The host list comes from the cache directories (``<proto>/<host>/*.warc.gz``: one file per
-page, its size, and its modification time, which is the time of its last capture), so it needs
-no index scan.  A host's pages come from the CDXJ index (one prefix range), newest capture per
-archive key, sortable by name, time and size and paged: a page shows at most ``per`` of them
-(100 unless asked), with links to the pages before and after, as WWWOFFLE's index does.  Both
-are kept between requests and brought up to date from what changed (:mod:`.listing`), so a
-page costs what it shows, not what the cache holds.
+Both come from the catalog (:mod:`wwwproxy.archive.catalog`, read through :mod:`.listing`),
+kept up to date as pages are recorded and removed.  The host list is sortable by name, pages,
+size and last fetch; a host's pages (newest capture per archive key) by name, time and size.
+Both are paged: a page shows at most ``per`` entries (100 unless asked), with links to the
+pages before and after, as WWWOFFLE's index does; a page costs what it shows, not what the
+cache holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from aiohttp import web
 
 from .context import Context, PageError
 from .listing import (
+    HOST_SORTS,
     HOSTPORT_PATTERN,
     PROTO_PATTERN,
     SORTS,
@@ -24,6 +24,7 @@ from .listing import (
     PageInfo,
     host_pages,
     host_window,
+    hosts_window,
     list_hosts,
     split_hostport,
 )
@@ -115,15 +116,63 @@ async def page(ctx: Context) -> web.StreamResponse:
     return await host_page(ctx, parts[0], parts[1].lower())
 
 
+def _list_args(ctx: Context, sorts: Iterable[str]) -> tuple[str, str, int, int]:
+    """The ``sort``, ``order``, ``per`` and ``page`` arguments of a sortable paged list (by
+    name ascending unless asked, the other orders newest or largest first)."""
+    sort = ctx.text("sort", "name") or "name"
+    if sort not in sorts:
+        raise PageError(400, f"The 'sort' argument must be one of {', '.join(sorts)}.")
+    order = ctx.text("order", "asc" if sort == "name" else "desc")
+    if order not in ("asc", "desc"):
+        raise PageError(400, "The 'order' argument must be asc or desc.")
+    per = ctx.integer("per", PER_PAGE, 1, MAX_PER_PAGE)
+    return sort, order, per, ctx.integer("page", 1, 1, 10**9)
+
+
+def _sort_link(
+    base: str, name: str, label: str, sort: str, order: str, per: int, numeric: bool = False
+) -> tuple[str, str]:
+    """A column head that sorts by ``name`` (again: the other way round)."""
+    new_order = "asc" if name == "name" else "desc"
+    arrow = ""
+    if name == sort:
+        new_order = "desc" if order == "asc" else "asc"
+        arrow = " ▲" if order == "asc" else " ▼"
+    cell = link(base, label + arrow, {"sort": name, "order": new_order, "per": per})
+    return cell, "num" if numeric else ""
+
+
 async def hosts_page(ctx: Context) -> web.StreamResponse:
-    hosts = await in_worker(list_hosts, ctx.services.store)
-    total_pages = sum(h.pages for h in hosts)
-    total_size = sum(h.size for h in hosts)
+    sort, order, per, asked = _list_args(ctx, HOST_SORTS)
+    window = await in_worker(
+        hosts_window,
+        ctx.services.store,
+        sort=sort,
+        descending=order == "desc",
+        number=asked,
+        per=per,
+    )
+    totals, hosts, number, last_page = window.totals, window.hosts, window.number, window.last
     data = {
         "hosts": [h.as_json() for h in hosts],
-        "total_pages": total_pages,
-        "total_size": total_size,
+        "total_hosts": totals.hosts,
+        "total_pages": totals.pages,
+        "total_size": totals.bytes,
+        "page": number,
+        "pages_total": last_page,
+        "per": per,
+        "sort": sort,
+        "order": order,
     }
+
+    def to(n: int, label: str) -> str:
+        return link("/index/", label, {"sort": sort, "order": order, "per": per, "page": n})
+
+    def paging() -> str:
+        return pager(to, number, last_page, window.start, len(hosts), totals.hosts, "hosts")
+
+    def head(name: str, label: str, numeric: bool = False) -> tuple[str, str]:
+        return _sort_link("/index/", name, label, sort, order, per, numeric)
 
     def render() -> str:
         rows = [
@@ -138,8 +187,8 @@ async def hosts_page(ctx: Context) -> web.StreamResponse:
             for h in hosts
         ]
         summary = (
-            f'<p class="muted">{len(hosts)} hosts, {total_pages} pages, '
-            f"{esc(fmt_size(total_size))}. What was fetched: "
+            f'<p class="muted">{totals.hosts} hosts, {totals.pages} pages, '
+            f"{esc(fmt_size(totals.bytes))}. What was fetched: "
             + link("/index/lasttime/", "in the last online session")
             + " · "
             + link("/index/prevtime1/", "in the one before")
@@ -147,31 +196,30 @@ async def hosts_page(ctx: Context) -> web.StreamResponse:
             + link("/index/lastout/", "by the last fetch of the queue")
             + ".</p>"
         )
-        return summary + table(
-            [
-                "Host",
-                "Protocol",
-                ("Pages", "num"),
-                ("Size", "num"),
-                "Last fetched",
-                "",
-            ],
-            rows,
-            empty="The cache is empty: browse through the proxy to fill it.",
+        return (
+            summary
+            + past_the_end(asked, number, last_page)
+            + paging()
+            + table(
+                [
+                    head("name", "Host"),
+                    "Protocol",
+                    head("pages", "Pages", True),
+                    head("size", "Size", True),
+                    head("time", "Last fetched"),
+                    "",
+                ],
+                rows,
+                empty="The cache is empty: browse through the proxy to fill it.",
+            )
+            + (paging() if hosts else "")
         )
 
     return ctx.respond(data, "Cached hosts", render, active="/index/")
 
 
 async def host_page(ctx: Context, proto: str, hostport: str) -> web.StreamResponse:
-    sort = ctx.text("sort", "name") or "name"
-    if sort not in SORTS:
-        raise PageError(400, f"The 'sort' argument must be one of {', '.join(SORTS)}.")
-    order = ctx.text("order", "desc" if sort in ("time", "size") else "asc")
-    if order not in ("asc", "desc"):
-        raise PageError(400, "The 'order' argument must be asc or desc.")
-    per = ctx.integer("per", PER_PAGE, 1, MAX_PER_PAGE)
-    asked = ctx.integer("page", 1, 1, 10**9)
+    sort, order, per, asked = _list_args(ctx, SORTS)
     window = await in_worker(
         host_window,
         ctx.services.store,
@@ -201,13 +249,7 @@ async def host_page(ctx: Context, proto: str, hostport: str) -> web.StreamRespon
     }
 
     def sort_link(name: str, label: str) -> tuple[str, str]:
-        new_order = "asc" if name == "name" else "desc"
-        arrow = ""
-        if name == sort:
-            new_order = "desc" if order == "asc" else "asc"
-            arrow = " ▲" if order == "asc" else " ▼"
-        cell = link(base, label + arrow, {"sort": name, "order": new_order, "per": per})
-        return cell, "num" if name == "size" else ""
+        return _sort_link(base, name, label, sort, order, per, name == "size")
 
     def to(n: int, label: str) -> str:
         return link(base, label, {"sort": sort, "order": order, "per": per, "page": n})

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from ..archive.cdxj import CDXJError, CDXJRecord
 from ..archive.index_lines import INDEXED_TYPES
 from ..archive.store import Store
-from .listing import following
+from .following import following
 
 __all__ = ["MAX_RECENT", "Capture", "Recent", "captures_between"]
 
@@ -122,7 +122,7 @@ def _time(capture: Capture) -> str:
 
 
 class Recent:
-    """The captures from a moment on (a :class:`~.listing.Follower` of one cache)."""
+    """The captures from a moment on (a :class:`~.following.Follower` of one cache)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store

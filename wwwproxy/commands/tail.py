@@ -1,7 +1,7 @@
 """Following the CDXJ index journal: the lines appended since the last look.
 
-The kept listings of :mod:`.listing` (and what follows them: :mod:`.recent`) are brought up
-to date from these lines instead of reading the index again.
+What :mod:`.following` keeps (the captures :mod:`.recent` shows) is brought up to date from
+these lines instead of reading the index again.
 """
 
 from __future__ import annotations

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from aiohttp import web
 
 from .context import Context
 from .control import status
-from .index import list_hosts
+from .listing import host_totals
 from .template import esc, fmt_size, fmt_time
 from .worker import in_worker
 
@@ -28,15 +30,15 @@ _PAGES = (
 
 
 async def page(ctx: Context) -> web.StreamResponse:
-    hosts = await in_worker(list_hosts, ctx.services.store.root)
+    totals = await in_worker(host_totals, ctx.services.store)
     search = ctx.services.search
     indexed, with_text = await in_worker(search.count) if search else (None, None)
-    size = sum(h.size for h in hosts)
-    last_fetch = max((h.last for h in hosts if h.last), default=None)
+    size = totals.bytes
+    last_fetch = datetime.fromisoformat(totals.last) if totals.last else None
     data = {
         **status(ctx),
-        "hosts": len(hosts),
-        "pages": sum(h.pages for h in hosts),
+        "hosts": totals.hosts,
+        "pages": totals.pages,
         "size": size,
         "last_fetch": last_fetch,
         "search_indexed": indexed,
