@@ -17,7 +17,8 @@ from pathlib import Path
 from ...fsutil import fsync_dir
 from .checked import forget, note_checked
 from .line import HEADER_LINE, SUPPORTED_MAJOR, CDXJRecord, CDXJVersionError, format_header
-from .read import StrPath, file_version, iter_records
+from .read import DEFAULT_BLOCK_SIZE, StrPath, file_version, iter_records
+from .runs import Samples, forget_keys, write_keys
 
 __all__ = ["DEFAULT_RUN_LINES", "merge_files", "merge_sorted", "sort_lines", "write_index"]
 
@@ -78,23 +79,36 @@ def _external_sort(lines: Iterable[bytes], directory: str, run_lines: int) -> It
 
 
 def _atomic_write(
-    path: Path, header: str, lines: Iterable[bytes], *, checked: bool | Callable[[], bool]
+    path: Path,
+    header: str,
+    lines: Iterable[bytes],
+    *,
+    checked: bool | Callable[[], bool],
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    sampled: list[Samples] | None = None,
 ) -> int:
     """Write header + lines to a temp file beside ``path``, fsync, then rename over ``path``.
 
     Readers see the old file or the new one, never a part; returns the number of lines.
     ``checked`` (or what it returns once the lines are written): every line is a checked
     record's, which a note beside the file then says (``.checked``); otherwise an old note is
-    removed before the rename.
+    removed before the rename. The file's sparse index (every ``block_size`` bytes) is taken
+    as it is written and kept beside it (``runs.write_keys``), and appended to ``sampled``.
     """
+    head = header.encode() + b"\n"
+    samples = Samples(block_size, len(head))
+    feed = samples.feed
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb", buffering=1 << 20) as f:
-            f.write(header.encode() + b"\n")
+            f.write(head)
+            pos = len(head)
             count = 0
             for line in lines:
+                feed(pos, line)
                 f.write(line)
                 f.write(b"\n")
+                pos += len(line) + 1
                 count += 1
             f.flush()
             os.fsync(f.fileno())
@@ -103,6 +117,10 @@ def _atomic_write(
                 checked = checked()
             if not checked:
                 forget(path)
+            if samples.keys:  # (before the rename: no reader opens the new file without it)
+                write_keys(path, written, samples)
+            else:
+                forget_keys(path)
             os.replace(tmp, path)
             st = os.fstat(f.fileno())  # (the rename may change the ctime)
     except BaseException:
@@ -110,6 +128,8 @@ def _atomic_write(
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)
+    if sampled is not None:
+        sampled.append(samples)
     if checked and (st.st_ino, st.st_size, st.st_mtime_ns) == (
         written.st_ino,
         written.st_size,

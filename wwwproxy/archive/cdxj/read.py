@@ -20,6 +20,7 @@ from typing import BinaryIO
 
 from .checked import is_checked
 from .line import SUPPORTED_MAJOR, CDXJError, CDXJRecord, CDXJVersionError, parse_header
+from .runs import SAMPLE_MAX, read_keys, sample_key
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
@@ -224,14 +225,13 @@ def check(path: StrPath, *, index: bool = False) -> list[str]:
 #
 # The sorted index is never read whole. On first use, and again whenever the file changes (its
 # device, inode, size, mtime or ctime), the line starting first after every ``block_size`` bytes is
-# sampled: the start of the line (its key and the space after it, at most ``_SAMPLE_MAX``
+# sampled: the start of the line (its key and the space after it, at most ``SAMPLE_MAX``
 # bytes) and its offset, about 90 bytes of memory per 8 KiB block (3.2 MB for the million lines,
 # 300 MB, of bench/index_bench.py; sampled in about 0.2 s). A search bisects the samples in
 # memory and reads the one block that can hold the first match with one ``pread``, instead of a
 # dozen seeks and reads of a binary search on disk.
 
 DEFAULT_BLOCK_SIZE = 8192
-_SAMPLE_MAX = 256  # longer keys are cut: searches stay right, only their reads get longer
 _READ = 65536
 _FANOUT = 64  # keys per entry of the sparse index's top level
 _Ident = tuple[int, int, int, int, int]
@@ -270,21 +270,12 @@ def _data_start(fd: int, source: str) -> int:
         start += len(line)
 
 
-def _sample(head: bytes) -> bytes:
-    """What is kept of the line ``head`` starts: its key and the space after it."""
-    end = head.find(b"\n")
-    if end >= 0:
-        head = head[:end]
-    space = head.find(b" ", 0, _SAMPLE_MAX)
-    return head[: space + 1] if space >= 0 else head[:_SAMPLE_MAX]
-
-
 class _Snapshot:
     """One version of a sorted file: an open descriptor, where records start, the samples."""
 
     __slots__ = (
-        "checked", "ctime_ns", "directory", "fd", "ident", "keys", "mtime_ns", "offsets", "size",
-        "start", "top",
+        "checked", "ctime_ns", "directory", "fd", "from_keys", "ident", "keys", "mtime_ns",
+        "offsets", "size", "start", "top",
     )  # fmt: skip
 
     def __init__(self, fd: int, source: str, block_size: int) -> None:
@@ -297,15 +288,28 @@ class _Snapshot:
         # every line was checked when the file was written (its lines are taken as they are)
         self.checked = is_checked(source, st)
         self.directory: object = None  # the directory's token when the path last named it
-        self.start = _data_start(fd, source)
-        self.keys: list[bytes] = []  # keys[n] is a prefix of the line at offsets[n]
-        self.offsets = array("q")
-        pos = self.start
-        while pos < self.size:
-            self.keys.append(_sample(os.pread(fd, _SAMPLE_MAX + 1, pos)))
-            self.offsets.append(pos)
-            pos = self._line_start(pos + block_size)
+        kept = read_keys(source, st, block_size)  # the samples its writer kept beside it
+        if kept is not None:
+            self.start, self.keys, self.offsets = kept.start, kept.keys, kept.offsets
+        else:
+            self.start, self.keys, self.offsets = self._sampled(fd, source, block_size)
+        self.from_keys = kept is not None
         self.top = self.keys[::_FANOUT]
+
+    def _sampled(
+        self, fd: int, source: str, block_size: int
+    ) -> tuple[int, list[bytes], array[int]]:
+        """Where the records start, and the samples read from the file (one ``pread`` every
+        ``block_size`` bytes): ``keys[n]`` is a prefix of the line at ``offsets[n]``."""
+        start = _data_start(fd, source)
+        keys: list[bytes] = []
+        offsets = array("q")
+        pos = start
+        while pos < self.size:
+            keys.append(sample_key(os.pread(fd, SAMPLE_MAX + 1, pos)))
+            offsets.append(pos)
+            pos = self._line_start(pos + block_size)
+        return start, keys, offsets
 
     def __del__(self, _close: Callable[[int], None] = os.close) -> None:
         _close(self.fd)  # (os.close bound early: this may run at interpreter exit)
