@@ -503,6 +503,21 @@ class IndexFile:
             return True, iter(())
         return snapshot.checked, snapshot.lines(prefix)
 
+    def search_existing(
+        self, prefix: bytes, directory: object = None
+    ) -> tuple[bool, Iterator[tuple[int, bytes]]] | None:
+        """``search``, or ``None`` if there is no file at the path (any longer)."""
+        snapshot = self._current(directory)
+        if snapshot is None:
+            return None
+        return snapshot.checked, snapshot.lines(prefix)
+
+    def from_keys(self) -> bool:
+        """Whether the sparse index of the file as it is now came from the summary its writer
+        kept beside it (``runs.write_keys``), not from reading the file."""
+        snapshot = self._current()
+        return snapshot is not None and snapshot.from_keys
+
     def sample_count(self) -> int:
         """Keys in the sparse index of the file as it is now (each costs about 90 bytes)."""
         snapshot = self._current()
