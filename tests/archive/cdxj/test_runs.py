@@ -269,3 +269,21 @@ def test_kill_9_during_compactions_loses_nothing_acknowledged(tmp_path: Path, se
         assert missing == []
         assert index.check() == []
     assert acknowledged > 0
+
+
+def test_the_compacting_process_takes_a_new_run_without_reading_it(tmp_path: Path) -> None:
+    """The process that wrote a run or a new index.cdxj searches it with the samples it took
+    as it wrote it: no search samples the file nor reads the samples kept beside it."""
+    index = Index(tmp_path)
+    write_index(index.index_path, [rec(f"(com,base,)/{n:05d}") for n in range(3000)])
+    assert index.exact("(com,base,)/00001")
+    index.add([rec("(com,new,)/")])
+    index.compact()
+    index.add([rec("(com,newer,)/")])
+    index.compact(full=True)
+    for path in tmp_path.iterdir():
+        if path.name.endswith(".keys"):
+            path.unlink()
+    assert index.exact("(com,newer,)/") == [rec("(com,newer,)/")]
+    assert index._file.from_keys()  # (a file sampled afresh would say False)
+    assert not IndexFile(index.index_path).from_keys()

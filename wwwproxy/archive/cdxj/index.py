@@ -223,6 +223,7 @@ class Index:
         self._block_size = block_size
         self._file = IndexFile(self.index_path, block_size=block_size)
         self._runs: dict[str, IndexFile] = {}  # the newer sorted runs by name
+        self._writing: set[str] = set()  # the names of runs being written
         self._lock = threading.Lock()
         self._compact_lock = threading.Lock()
         self._journal_cache: dict[str, _JournalRead] = {}
@@ -313,13 +314,22 @@ class Index:
         path = self.directory / run_name(time.time_ns())
         checked: list[bool] = []
         lines = merge_sorted(journal_lines, *(self._run_lines(run, checked) for run in runs))
-        return _atomic_write(
-            path,
-            HEADER_LINE,
-            lines,
-            checked=lambda: all(checked),
-            block_size=self._block_size,
-        )
+        file = IndexFile(path, block_size=self._block_size)
+        with self._lock:  # (a listing made meanwhile takes this one)
+            self._runs[path.name] = file
+            self._writing.add(path.name)
+        try:
+            return _atomic_write(
+                path,
+                HEADER_LINE,
+                lines,
+                checked=lambda: _all_checked(checked, len(runs)),
+                block_size=self._block_size,
+                install=file.install,
+            )
+        finally:
+            with self._lock:
+                self._writing.discard(path.name)
 
     def _run_lines(self, path: Path, checked: list[bool]) -> Iterator[bytes]:
         """The lines of a run in order (checked on the way if it has no note: ``checked``
@@ -411,10 +421,9 @@ class Index:
                 self.index_path,
                 format_header(version),
                 lines,
-                checked=lambda: (
-                    keep is not None or (len(checked) == len(runs) + 1 and all(checked))
-                ),
+                checked=lambda: keep is not None or _all_checked(checked, len(runs) + 1),
                 block_size=self._block_size,
+                install=self._file.install,
             )
 
     def _drop(self, merged: list[Path]) -> None:
@@ -568,11 +577,15 @@ class Index:
         sealed = [self.directory / name for name in names if _SEALED_RE.match(name)]
         run_names = [name for name in names if RUN_RE.match(name)]
         with self._lock:
-            runs = {name: self._runs.get(name) for name in run_names}
-            for name, file in runs.items():
+            runs: dict[str, IndexFile] = {}
+            for name in run_names:
+                file = self._runs.get(name)
                 if file is None:
-                    runs[name] = IndexFile(self.directory / name, block_size=self._block_size)
-            self._runs = runs  # type: ignore[assignment]
+                    file = IndexFile(self.directory / name, block_size=self._block_size)
+                runs[name] = file
+            for name in self._writing:  # (not renamed in yet)
+                runs.setdefault(name, self._runs[name])
+            self._runs = runs
         files = [self._file, *(self._runs[name] for name in run_names)]
         # kept only for an mtime well in the past: with coarse file timestamps, a change in
         # the same clock tick as this listing could leave the mtime as it is
@@ -685,10 +698,11 @@ class Index:
             gone = False
             for file in files:
                 searched = file.search_existing(target, token.token)
-                if searched is None:  # merged into a newer run since the listing
-                    gone = file is not self._file
+                if searched is None:  # a run merged into a newer one since the listing
+                    gone = gone or file is not self._file
                     continue
                 checked, found = searched
+                part: list[tuple[bytes, int, CDXJRecord | None]]
                 if checked:
                     part = [(line, offset, _checked_line(line)) for offset, line in found]
                 else:

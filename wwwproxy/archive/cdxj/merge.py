@@ -8,6 +8,7 @@ beside its target, fsynced and renamed over it, so readers see the old file or t
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import os
 import tempfile
@@ -21,6 +22,9 @@ from .read import DEFAULT_BLOCK_SIZE, StrPath, file_version, iter_records
 from .runs import Samples, forget_keys, write_keys
 
 __all__ = ["DEFAULT_RUN_LINES", "merge_files", "merge_sorted", "sort_lines", "write_index"]
+
+#: does a rename (the first argument) of a new file open at the descriptor, with its samples
+Installer = Callable[[Callable[[], None], int, Samples], None]
 
 # Lines held in memory per sorted run of an external sort (about 25 MB of typical lines).
 DEFAULT_RUN_LINES = 100_000
@@ -86,6 +90,7 @@ def _atomic_write(
     checked: bool | Callable[[], bool],
     block_size: int = DEFAULT_BLOCK_SIZE,
     sampled: list[Samples] | None = None,
+    install: Installer | None = None,
 ) -> int:
     """Write header + lines to a temp file beside ``path``, fsync, then rename over ``path``.
 
@@ -94,6 +99,8 @@ def _atomic_write(
     record's, which a note beside the file then says (``.checked``); otherwise an old note is
     removed before the rename. The file's sparse index (every ``block_size`` bytes) is taken
     as it is written and kept beside it (``runs.write_keys``), and appended to ``sampled``.
+    ``install``, when given, does the rename (so that a reader of ``path`` may take the new
+    file with its samples at once: ``IndexFile.install``).
     """
     head = header.encode() + b"\n"
     samples = Samples(block_size, len(head))
@@ -121,7 +128,10 @@ def _atomic_write(
                 write_keys(path, written, samples)
             else:
                 forget_keys(path)
-            os.replace(tmp, path)
+            if install is None:
+                os.replace(tmp, path)
+            else:
+                install(functools.partial(os.replace, tmp, path), f.fileno(), samples)
             st = os.fstat(f.fileno())  # (the rename may change the ctime)
     except BaseException:
         with contextlib.suppress(OSError):

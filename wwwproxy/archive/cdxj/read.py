@@ -20,7 +20,7 @@ from typing import BinaryIO
 
 from .checked import is_checked
 from .line import SUPPORTED_MAJOR, CDXJError, CDXJRecord, CDXJVersionError, parse_header
-from .runs import SAMPLE_MAX, read_keys, sample_key
+from .runs import SAMPLE_MAX, Samples, read_keys, sample_key
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
@@ -278,7 +278,9 @@ class _Snapshot:
         "offsets", "size", "start", "top",
     )  # fmt: skip
 
-    def __init__(self, fd: int, source: str, block_size: int) -> None:
+    def __init__(
+        self, fd: int, source: str, block_size: int, samples: Samples | None = None
+    ) -> None:
         self.fd = fd  # owned from here (closed by __del__); only pread() is used on it
         st = os.fstat(fd)
         self.ident = _ident(st)
@@ -288,7 +290,9 @@ class _Snapshot:
         # every line was checked when the file was written (its lines are taken as they are)
         self.checked = is_checked(source, st)
         self.directory: object = None  # the directory's token when the path last named it
-        kept = read_keys(source, st, block_size)  # the samples its writer kept beside it
+        kept = samples  # given by its writer, or kept beside it by its writer
+        if kept is None or kept.block_size != block_size:
+            kept = read_keys(source, st, block_size)
         if kept is not None:
             self.start, self.keys, self.offsets = kept.start, kept.keys, kept.offsets
         else:
@@ -502,6 +506,14 @@ class IndexFile:
         if snapshot is None:
             return True, iter(())
         return snapshot.checked, snapshot.lines(prefix)
+
+    def install(self, rename: Callable[[], None], fd: int, samples: Samples) -> None:
+        """Rename a new file in at the path (``rename``) and take it at once with ``samples``
+        as its sparse index (``fd`` is open on it): no search after the rename samples the
+        file or reads its kept samples (a large file's take a while)."""
+        with self._lock:  # a search that sees the new file waits, then takes this snapshot
+            rename()
+            self._snapshot = _Snapshot(os.dup(fd), self._path, self.block_size, samples)
 
     def search_existing(
         self, prefix: bytes, directory: object = None
