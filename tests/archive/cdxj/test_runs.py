@@ -16,7 +16,16 @@ from pathlib import Path
 import pytest
 
 from wwwproxy.archive.cdxj import Index, IndexFile, write_index
-from wwwproxy.archive.cdxj.runs import RATIO, RUN_RE, keys_path, read_keys, runs_to_merge
+from wwwproxy.archive.cdxj.read import NOT_HELD
+from wwwproxy.archive.cdxj.runs import (
+    RATIO,
+    RUN_RE,
+    Bloom,
+    bloom_for,
+    keys_path,
+    read_keys,
+    runs_to_merge,
+)
 
 from .conftest import random_record, rec
 
@@ -287,3 +296,28 @@ def test_the_compacting_process_takes_a_new_run_without_reading_it(tmp_path: Pat
     assert index.exact("(com,newer,)/") == [rec("(com,newer,)/")]
     assert index._file.from_keys()  # (a file sampled afresh would say False)
     assert not IndexFile(index.index_path).from_keys()
+
+
+def test_a_bloom_filter_never_says_no_to_a_key_it_holds() -> None:
+    held = [f"(com,h{n},)/p".encode() for n in range(5000)]
+    bloom = bloom_for(len(held))
+    for key in held:
+        bloom.add(key)
+    assert all(bloom.may_hold(Bloom.hash(key)) for key in held)
+    others = [f"(org,o{n},)/q".encode() for n in range(5000)]
+    false_yes = sum(bloom.may_hold(Bloom.hash(key)) for key in others)
+    assert false_yes < 0.03 * len(others)
+
+
+def test_a_run_that_cannot_hold_a_key_is_not_read(tmp_path: Path) -> None:
+    index = Index(tmp_path)
+    write_index(index.index_path, [rec(f"(com,base,)/{n:05d}") for n in range(3000)])
+    index.add([rec("(com,new,)/")])
+    index.compact()
+    (run,) = [p for p in tmp_path.iterdir() if RUN_RE.match(p.name)]
+    file = IndexFile(run)
+    assert list(file.search_existing(b"(com,new,)/ ", None, Bloom.hash(b"(com,new,)/"))[1])
+    assert file.search_existing(b"(com,x,)/ ", None, Bloom.hash(b"(com,x,)/")) is NOT_HELD
+    # the sidecar of another version (no filter) is not taken
+    keys_path(run).write_bytes(keys_path(run).read_bytes().replace(b"keys 2", b"keys 1"))
+    assert not IndexFile(run).from_keys()

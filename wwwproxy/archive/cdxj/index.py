@@ -53,6 +53,7 @@ from .line import (
 from .merge import DEFAULT_RUN_LINES, _atomic_write, _external_sort, merge_sorted, write_index
 from .read import (
     DEFAULT_BLOCK_SIZE,
+    NOT_HELD,
     IndexFile,
     StrPath,
     _Headers,
@@ -62,7 +63,7 @@ from .read import (
     iter_records,
     read_journal,
 )
-from .runs import RUN_RE, forget_keys, run_name, runs_to_merge
+from .runs import RUN_RE, Bloom, forget_keys, run_name, runs_to_merge
 
 __all__ = ["INDEX_NAME", "JOURNAL_NAME", "Index", "IndexFile", "append_journal"]
 
@@ -74,6 +75,7 @@ JOURNAL_NAME = "journal.cdxj"
 _MAX_PROBLEMS = 1000
 _SEALED_RE = re.compile(r"journal-[0-9]{20}-[0-9]+\.sealed\Z")
 _LOCK_NAME = ".compact.lock"
+_SHORTEST_LINE = 64  # bytes (a run's lines, guessed from its size, are at most its size / this)
 _RETRIES = 3  # listings a lookup takes while runs it listed are merged away under it
 _FILE_MODE = 0o600  # the cache is private browsing history
 # a directory listing is reused once the directory's mtime is older than the timestamps'
@@ -314,6 +316,7 @@ class Index:
         path = self.directory / run_name(time.time_ns())
         checked: list[bool] = []
         lines = merge_sorted(journal_lines, *(self._run_lines(run, checked) for run in runs))
+        most = len(journal_lines) + sum(map(self._line_count, runs))
         file = IndexFile(path, block_size=self._block_size)
         with self._lock:  # (a listing made meanwhile takes this one)
             self._runs[path.name] = file
@@ -326,10 +329,18 @@ class Index:
                 checked=lambda: _all_checked(checked, len(runs)),
                 block_size=self._block_size,
                 install=file.install,
+                bloom_lines=most,
             )
         finally:
             with self._lock:
                 self._writing.discard(path.name)
+
+    def _line_count(self, run: Path) -> int:
+        """The lines of a run (as its writer counted them; else guessed from its size)."""
+        with self._lock:
+            file = self._runs.get(run.name)
+        counted = file.line_count() if file is not None else None
+        return counted if counted is not None else _size(run) // _SHORTEST_LINE
 
     def _run_lines(self, path: Path, checked: list[bool]) -> Iterator[bytes]:
         """The lines of a run in order (checked on the way if it has no note: ``checked``
@@ -693,11 +704,14 @@ class Index:
             if checked:
                 return ((line, offset, _checked_line(line)) for offset, line in found)
             return ((line, offset, None) for offset, line in found)
+        key_hash = Bloom.hash(target[:-1]) if target.endswith(b" ") else None  # a whole key
         for _ in range(_RETRIES):
             parts: list[list[tuple[bytes, int, CDXJRecord | None]]] = []
             gone = False
             for file in files:
-                searched = file.search_existing(target, token.token)
+                searched = file.search_existing(target, token.token, key_hash)
+                if searched is NOT_HELD:
+                    continue
                 if searched is None:  # a run merged into a newer one since the listing
                     gone = gone or file is not self._file
                     continue
@@ -768,12 +782,22 @@ class Index:
             merged = self._merged(target, jlines, jrecords, token)
             wanted = (self._wanted(*item, record_types) for item in merged)
             return [record for record in wanted if record is not None]
-        if len(token.files) > 1:
-            wanted = (self._wanted(*item, record_types) for item in self._deduped(target, token))
-            return [record for record in wanted if record is not None]
-        # the common case, written out (the loop of _index_records and _wanted, inline)
         records: list[CDXJRecord] = []
         previous: bytes | None = None
+        if len(token.files) > 1:  # (the loop of _deduped and _wanted, inline)
+            for line, offset, record in self._from_index(target, token):
+                if line == previous:
+                    continue
+                previous = line
+                if record is None:
+                    record = self._wanted(line, offset, None, record_types)
+                    if record is None:
+                        continue
+                elif record_types is not None and record.record_type not in record_types:
+                    continue
+                records.append(record)
+            return records
+        # the common case, written out (the loop of _index_records and _wanted, inline)
         checked, found = self._file.search(target, token.token)
         if checked:  # every line was checked when the file was written
             for _, line in found:

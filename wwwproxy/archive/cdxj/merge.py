@@ -19,7 +19,7 @@ from ...fsutil import fsync_dir
 from .checked import forget, note_checked
 from .line import HEADER_LINE, SUPPORTED_MAJOR, CDXJRecord, CDXJVersionError, format_header
 from .read import DEFAULT_BLOCK_SIZE, StrPath, file_version, iter_records
-from .runs import Samples, forget_keys, write_keys
+from .runs import Samples, bloom_for, forget_keys, write_keys
 
 __all__ = ["DEFAULT_RUN_LINES", "merge_files", "merge_sorted", "sort_lines", "write_index"]
 
@@ -91,6 +91,7 @@ def _atomic_write(
     block_size: int = DEFAULT_BLOCK_SIZE,
     sampled: list[Samples] | None = None,
     install: Installer | None = None,
+    bloom_lines: int | None = None,
 ) -> int:
     """Write header + lines to a temp file beside ``path``, fsync, then rename over ``path``.
 
@@ -99,11 +100,14 @@ def _atomic_write(
     record's, which a note beside the file then says (``.checked``); otherwise an old note is
     removed before the rename. The file's sparse index (every ``block_size`` bytes) is taken
     as it is written and kept beside it (``runs.write_keys``), and appended to ``sampled``.
-    ``install``, when given, does the rename (so that a reader of ``path`` may take the new
-    file with its samples at once: ``IndexFile.install``).
+    With ``bloom_lines`` (about how many lines there will be at most), the samples also
+    get a Bloom filter of the keys. ``install``, when given, does the rename (so that a
+    reader of ``path`` may take the new file with its samples at once: ``IndexFile.install``).
     """
     head = header.encode() + b"\n"
     samples = Samples(block_size, len(head))
+    if bloom_lines is not None:
+        samples.bloom = bloom_for(bloom_lines)
     feed = samples.feed
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -274,8 +274,8 @@ class _Snapshot:
     """One version of a sorted file: an open descriptor, where records start, the samples."""
 
     __slots__ = (
-        "checked", "ctime_ns", "directory", "fd", "from_keys", "ident", "keys", "mtime_ns",
-        "offsets", "size", "start", "top",
+        "bloom", "checked", "ctime_ns", "directory", "fd", "from_keys", "ident", "keys",
+        "line_total", "mtime_ns", "offsets", "size", "start", "top",
     )  # fmt: skip
 
     def __init__(
@@ -298,6 +298,8 @@ class _Snapshot:
         else:
             self.start, self.keys, self.offsets = self._sampled(fd, source, block_size)
         self.from_keys = kept is not None
+        self.bloom = kept.bloom if kept is not None else None
+        self.line_total = kept.lines if kept is not None else None
         self.top = self.keys[::_FANOUT]
 
     def _sampled(
@@ -420,6 +422,10 @@ class _Snapshot:
             base = end - keep
 
 
+#: what ``IndexFile.search_existing`` returns for a key its file does not hold
+NOT_HELD: tuple[bool, Iterator[tuple[int, bytes]]] = (True, iter(()))
+
+
 class IndexFile:
     """A sorted CDXJ file, searched through a sparse index of its keys (see above).
 
@@ -516,13 +522,35 @@ class IndexFile:
             self._snapshot = _Snapshot(os.dup(fd), self._path, self.block_size, samples)
 
     def search_existing(
-        self, prefix: bytes, directory: object = None
+        self, prefix: bytes, directory: object = None, key_hash: int | None = None
     ) -> tuple[bool, Iterator[tuple[int, bytes]]] | None:
-        """``search``, or ``None`` if there is no file at the path (any longer)."""
+        """``search``, or ``None`` if there is no file at the path (any longer). With
+        ``key_hash`` (``Bloom.hash`` of the key: ``prefix`` is a whole key and its space) the
+        file is read only if its Bloom filter (a run's) says it may hold the key; while the
+        directory is as ``directory`` says, the filter of the file last seen is asked first
+        (a run is never changed in place: only renamed in and removed)."""
+        if key_hash is not None:
+            last = self._snapshot
+            if (
+                directory is not None
+                and last is not None
+                and last.directory is directory
+                and last.bloom is not None
+                and not last.bloom.may_hold(key_hash)
+            ):
+                return NOT_HELD
         snapshot = self._current(directory)
         if snapshot is None:
             return None
+        bloom = snapshot.bloom
+        if key_hash is not None and bloom is not None and not bloom.may_hold(key_hash):
+            return NOT_HELD
         return snapshot.checked, snapshot.lines(prefix)
+
+    def line_count(self) -> int | None:
+        """The lines of the file as it is now if its writer counted them (else ``None``)."""
+        snapshot = self._current()
+        return None if snapshot is None else snapshot.line_total
 
     def from_keys(self) -> bool:
         """Whether the sparse index of the file as it is now came from the summary its writer

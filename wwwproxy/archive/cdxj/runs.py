@@ -19,17 +19,21 @@ inode, size and mtime, and is ignored (and the run sampled as before) when they 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import sys
 import tempfile
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = [
+    "BLOOM_BITS",
     "RATIO",
+    "Bloom",
+    "bloom_for",
     "RUN_RE",
     "Samples",
     "keys_path",
@@ -43,8 +47,11 @@ __all__ = [
 #: a run is merged into the next older one once it is at least 1/RATIO of that one's size:
 #: 4 gives about 14 writes of a line over its life and at most 7 runs at ten million captures
 RATIO = 4
+#: bits of a run's Bloom filter a line (with 4 hashes: about 1.2 % false "may hold")
+BLOOM_BITS = 10
+_BLOOM_HASHES = 4
 RUN_RE = re.compile(r"run-[0-9]{20}\.cdxj\Z")
-_MAGIC = b"wwwproxy-cdxj-keys 1"
+_MAGIC = b"wwwproxy-cdxj-keys 2"
 #: a sample is a line's key and the space after it, cut at this many bytes (a longer key is
 #: cut: searches stay right, only their reads get longer)
 SAMPLE_MAX = 256
@@ -82,24 +89,71 @@ def runs_to_merge(new_bytes: int, runs: Sequence[int], ratio: int = RATIO) -> in
     return count
 
 
+class Bloom:
+    """Which keys a run may hold (a Bloom filter: never a false "no", about 1 % false "yes"
+    at :data:`BLOOM_BITS` bits a line), so that looking up a key searches only the runs that
+    may hold it, and a lookup stays one search however many runs there are."""
+
+    __slots__ = ("bits", "size")
+
+    def __init__(self, size: int, bits: bytearray | None = None) -> None:
+        self.size = max(64, size)
+        self.bits = bits if bits is not None else bytearray((self.size + 7) // 8)
+
+    @staticmethod
+    def hash(key: bytes) -> int:
+        """The hash of ``key`` every filter uses (made once for a lookup in many runs)."""
+        return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
+
+    def _places(self, h: int) -> Iterator[int]:
+        first, step = h & 0xFFFFFFFF, (h >> 32) | 1
+        return ((first + n * step) % self.size for n in range(_BLOOM_HASHES))
+
+    def add(self, key: bytes) -> None:
+        bits = self.bits
+        for place in self._places(self.hash(key)):
+            bits[place >> 3] |= 1 << (place & 7)
+
+    def may_hold(self, h: int) -> bool:
+        """Whether the key whose :meth:`hash` is ``h`` may be in the run (False: it is not)."""
+        bits, size = self.bits, self.size
+        first, step = h & 0xFFFFFFFF, (h >> 32) | 1
+        for n in range(_BLOOM_HASHES):  # (_places, written out: every lookup asks each run)
+            place = (first + n * step) % size
+            if not bits[place >> 3] & (1 << (place & 7)):
+                return False
+        return True
+
+
 @dataclass
 class Samples:
     """A sorted run's sparse index: where its records start, and the key of the first line
     starting at or after every ``block_size`` bytes from there, with that line's offset
-    (``keys[n]`` starts the line at ``offsets[n]``)."""
+    (``keys[n]`` starts the line at ``offsets[n]``); its line count, and with ``bloom``, which
+    keys it holds."""
 
     block_size: int
     start: int
     keys: list[bytes] = field(default_factory=list)
     offsets: array[int] = field(default_factory=lambda: array("q"))
+    bloom: Bloom | None = None
+    lines: int = 0
     _next: int = -1
 
     def feed(self, pos: int, line: bytes) -> None:
         """Every line of the run as it is written, with its offset (in order)."""
+        self.lines += 1
+        if self.bloom is not None:
+            self.bloom.add(line[: line.find(b" ")])
         if pos >= self._next:
             self.keys.append(sample_key(line))
             self.offsets.append(pos)
             self._next = pos + self.block_size
+
+
+def bloom_for(lines: int) -> Bloom:
+    """An empty filter for a run of at most about ``lines`` lines."""
+    return Bloom(lines * BLOOM_BITS)
 
 
 def keys_path(path: str | os.PathLike[str]) -> Path:
@@ -112,7 +166,8 @@ def _fingerprint(st: os.stat_result, samples: Samples) -> bytes:
     # no ctime: a rename changes it, and the sidecar is written before its run is renamed in
     # (so that no reader ever opens the run without it); an edit in place changes the mtime
     fields = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    numbers = (*fields, samples.block_size, samples.start, len(samples.keys))
+    bloom = samples.bloom.size if samples.bloom is not None else 0
+    numbers = (*fields, samples.block_size, samples.start, len(samples.keys), samples.lines, bloom)
     return _MAGIC + b" " + b" ".join(str(n).encode() for n in numbers) + b"\n"
 
 
@@ -129,6 +184,8 @@ def write_keys(path: str | os.PathLike[str], st: os.stat_result, samples: Sample
         with os.fdopen(fd, "wb") as f:
             f.write(_fingerprint(st, samples))
             f.write(offsets.tobytes())
+            if samples.bloom is not None:
+                f.write(samples.bloom.bits)
             f.write(b"\n".join(samples.keys))
         os.replace(tmp, sidecar)
     except BaseException:
@@ -147,13 +204,13 @@ def read_keys(path: str | os.PathLike[str], st: os.stat_result, block_size: int)
         return None
     head, newline, rest = data.partition(b"\n")
     parts = head.split(b" ")
-    if not newline or len(parts) != 9 or b" ".join(parts[:2]) != _MAGIC:
+    if not newline or len(parts) != 11 or b" ".join(parts[:2]) != _MAGIC:
         return None
     try:
         numbers = [int(n) for n in parts[2:]]
     except ValueError:
         return None
-    block, start, count = numbers[4:]
+    block, start, count, lines, bloom_size = numbers[4:]
     fields = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     if tuple(numbers[:4]) != fields or block != block_size or count < 1:
         return None
@@ -162,10 +219,14 @@ def read_keys(path: str | os.PathLike[str], st: os.stat_result, block_size: int)
     offsets.frombytes(rest[:width])
     if sys.byteorder != "little":
         offsets.byteswap()
+    bloom = None
+    if bloom_size:
+        bloom = Bloom(bloom_size, bytearray(rest[width : width + (bloom_size + 7) // 8]))
+        width += len(bloom.bits)
     keys = rest[width:].split(b"\n")
-    if len(keys) != count or len(offsets) != count:
+    if len(keys) != count or len(offsets) != count or (bloom and bloom.size != bloom_size):
         return None
-    return Samples(block, start, keys, offsets)
+    return Samples(block, start, keys, offsets, bloom, lines)
 
 
 def forget_keys(path: str | os.PathLike[str]) -> None:
