@@ -321,3 +321,25 @@ def test_a_run_that_cannot_hold_a_key_is_not_read(tmp_path: Path) -> None:
     # the sidecar of another version (no filter) is not taken
     keys_path(run).write_bytes(keys_path(run).read_bytes().replace(b"keys 2", b"keys 1"))
     assert not IndexFile(run).from_keys()
+
+
+def test_an_index_made_by_an_older_version_gets_its_samples_kept_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The upgrade of a cache made before runs: its index.cdxj (no samples beside it) is
+    sampled on first opening, as before, and the samples are kept for the next openings."""
+    from wwwproxy.archive.cdxj import read
+
+    path = tmp_path / "index.cdxj"
+    write_index(path, [rec(f"(com,old,)/{n:05d}") for n in range(3000)])
+    keys_path(path).unlink()  # as an older version left it
+    monkeypatch.setattr(read, "_KEEP_SAMPLES_OVER", 1024)  # (3000 lines are not 16 MB)
+    caplog.set_level("INFO")
+    first = IndexFile(path)
+    assert not first.from_keys()
+    assert "making its sparse index (once" in caplog.text
+    assert keys_path(path).exists()
+    again = IndexFile(path)
+    assert again.from_keys()
+    assert list(again.lines(b"(com,old,)/00042 ")) == list(first.lines(b"(com,old,)/00042 "))
+    assert Index(tmp_path).exact("(com,old,)/02999") == [rec("(com,old,)/02999")]

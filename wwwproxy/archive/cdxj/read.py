@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import logging
 import os
 import sys
 import threading
@@ -20,7 +21,7 @@ from typing import BinaryIO
 
 from .checked import is_checked
 from .line import SUPPORTED_MAJOR, CDXJError, CDXJRecord, CDXJVersionError, parse_header
-from .runs import SAMPLE_MAX, Samples, read_keys, sample_key
+from .runs import SAMPLE_MAX, Samples, read_keys, sample_key, write_keys
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
@@ -32,6 +33,7 @@ __all__ = [
 ]
 
 StrPath = str | os.PathLike[str]
+log = logging.getLogger(__package__)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,6 +236,9 @@ def check(path: StrPath, *, index: bool = False) -> list[str]:
 DEFAULT_BLOCK_SIZE = 8192
 _READ = 65536
 _FANOUT = 64  # keys per entry of the sparse index's top level
+#: a file this large sampled on opening (one made by an older version, or by another tool)
+#: gets its samples kept beside it, so that the next opening reads those instead
+_KEEP_SAMPLES_OVER = 16 << 20
 _Ident = tuple[int, int, int, int, int]
 
 
@@ -296,7 +301,14 @@ class _Snapshot:
         if kept is not None:
             self.start, self.keys, self.offsets = kept.start, kept.keys, kept.offsets
         else:
+            if self.size >= _KEEP_SAMPLES_OVER:
+                log.info("%s: making its sparse index (once: %d MB)", source, self.size >> 20)
             self.start, self.keys, self.offsets = self._sampled(fd, source, block_size)
+            if self.size >= _KEEP_SAMPLES_OVER and self.keys:  # kept for the next opening
+                try:
+                    write_keys(source, st, Samples(block_size, self.start, self.keys, self.offsets))
+                except OSError as exc:
+                    log.warning("%s: cannot keep its sparse index: %s", source, exc)
         self.from_keys = kept is not None
         self.bloom = kept.bloom if kept is not None else None
         self.line_total = kept.lines if kept is not None else None
