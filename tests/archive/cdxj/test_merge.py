@@ -107,7 +107,7 @@ def test_merge_files_headers_minor_versions_and_duplicates(tmp_path: Path) -> No
     assert out.read_text() == "!OpenWayback-CDXJ 1.1\n" + lines_of([r2, r1, r3])
     assert check(out, index=True) == []
     dotted = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
-    assert dotted == [".out.cdxj.checked"]  # no temp file left; the note of a checked file
+    assert dotted == [".out.cdxj.checked", ".out.cdxj.keys"]  # no temp file: its notes
 
 
 def test_merge_files_refuses_mixed_major_versions(tmp_path: Path) -> None:
@@ -149,7 +149,7 @@ def test_merge_files_external_runs_match_brute_force(tmp_path: Path) -> None:
     assert count == len(expected)
     assert out.read_bytes() == HEADER_LINE.encode() + b"\n" + b"".join(x + b"\n" for x in expected)
     dotted = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
-    assert dotted == [".out.cdxj.checked"]  # no temp file left; the note of a checked file
+    assert dotted == [".out.cdxj.checked", ".out.cdxj.keys"]  # no temp file: its notes
 
 
 def test_merge_files_strict_error_leaves_output_untouched(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wwwproxy.archive.cdxj import HEADER_LINE, Index, IndexFile, write_index
-from wwwproxy.archive.cdxj.read import _SAMPLE_MAX
+from wwwproxy.archive.cdxj.runs import SAMPLE_MAX
 
 from .conftest import rec, write
 
@@ -54,7 +54,7 @@ def check_all(path: Path, data: bytes, lines: list[bytes]) -> None:
 
 
 _KEY_PARTS = st.sampled_from(["(com,a,)/", "(com,ab,)/", "(de,bücher,)/", "a", "b", "/", "é", "😀"])
-_LONG = "(com,long,)/" + "x" * (_SAMPLE_MAX + 20)  # keys whose samples are cut short
+_LONG = "(com,long,)/" + "x" * (SAMPLE_MAX + 20)  # keys whose samples are cut short
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ...fsutil import GroupSync, fsync_dir, lock_if_still_at
-from .checked import is_checked
+from .checked import forget, is_checked
 from .line import (
     HEADER_LINE,
     SUPPORTED_MAJOR,
@@ -53,6 +53,7 @@ from .line import (
 from .merge import DEFAULT_RUN_LINES, _atomic_write, _external_sort, merge_sorted, write_index
 from .read import (
     DEFAULT_BLOCK_SIZE,
+    NOT_HELD,
     IndexFile,
     StrPath,
     _Headers,
@@ -62,6 +63,7 @@ from .read import (
     iter_records,
     read_journal,
 )
+from .runs import RUN_RE, Bloom, forget_keys, run_name, runs_to_merge
 
 __all__ = ["INDEX_NAME", "JOURNAL_NAME", "Index", "IndexFile", "append_journal"]
 
@@ -73,6 +75,8 @@ JOURNAL_NAME = "journal.cdxj"
 _MAX_PROBLEMS = 1000
 _SEALED_RE = re.compile(r"journal-[0-9]{20}-[0-9]+\.sealed\Z")
 _LOCK_NAME = ".compact.lock"
+_SHORTEST_LINE = 64  # bytes (a run's lines, guessed from its size, are at most its size / this)
+_RETRIES = 3  # listings a lookup takes while runs it listed are merged away under it
 _FILE_MODE = 0o600  # the cache is private browsing history
 # a directory listing is reused once the directory's mtime is older than the timestamps'
 # granularity (_settled): whole seconds (or two) where they may be whole, else a few ticks
@@ -218,13 +222,16 @@ class Index:
             self.directory.mkdir(parents=True, exist_ok=True)
         self.index_path = self.directory / INDEX_NAME
         self.journal_path = self.directory / JOURNAL_NAME
+        self._block_size = block_size
         self._file = IndexFile(self.index_path, block_size=block_size)
+        self._runs: dict[str, IndexFile] = {}  # the newer sorted runs by name
+        self._writing: set[str] = set()  # the names of runs being written
         self._lock = threading.Lock()
         self._compact_lock = threading.Lock()
         self._journal_cache: dict[str, _JournalRead] = {}
         self._view: tuple[tuple[_Ident | None, ...], list[bytes], list[CDXJRecord]] | None = None
         self._directory = os.fspath(self.directory)  # (a str: os.stat takes it a little faster)
-        self._listed: tuple[int, int, int, bool, list[Path]] | None = None
+        self._listed: _Listing | None = None
         self._problems: dict[str, None] = {}
 
     # -- writing -------------------------------------------------------------------------------
@@ -236,8 +243,9 @@ class Index:
 
     def files(self) -> list[Path]:
         """The files that hold index lines now, existing ones only: the sorted index, the
-        active journal, then sealed journals (left by a compaction in progress or killed)."""
-        paths = [self.index_path, self.journal_path, *self._sealed_paths()]
+        active journal, then sealed journals (left by a compaction in progress or killed), then
+        the newer sorted runs."""
+        paths = [self.index_path, self.journal_path, *self._sealed_paths(), *self._run_paths()]
         return [path for path in paths if path.exists()]
 
     def journal_bytes(self) -> int:
@@ -248,43 +256,96 @@ class Index:
                 total += path.stat().st_size
         return total
 
-    def compact(self, *, keep: Callable[[CDXJRecord], bool] | None = None) -> int | None:
-        """Merge the journal into a new sorted index (atomic rename); returns its record count,
-        or ``None`` when there was nothing to do.
+    def compact(
+        self, *, keep: Callable[[CDXJRecord], bool] | None = None, full: bool = False
+    ) -> int | None:
+        """Merge the journal into the sorted runs; returns the record count of the run it
+        wrote, or ``None`` when there was nothing to do.
 
-        ``keep``, when given, filters every record (e.g. to purge a URL's lines) and forces a
-        rewrite. Malformed journal lines are skipped and reported (``problems``); a malformed
-        or unsorted index is re-sorted strictly and raises ``CDXJError`` if a line is invalid,
-        leaving everything as it was.
+        The journal's lines become a new sorted run, merged with the newest runs for as long
+        as they are small beside the next older one (``runs.runs_to_merge``); when that is all
+        of them, the result is a new ``index.cdxj`` (atomic rename). ``keep``, when given,
+        filters every record (e.g. to purge a URL's lines) and merges everything into a new
+        ``index.cdxj``, as ``full`` does. Malformed journal lines are skipped and reported
+        (``problems``); a malformed or unsorted index is re-sorted strictly and raises
+        ``CDXJError`` if a line is invalid, leaving everything as it was.
         """
         with self._compact_lock, _flock(self.directory / _LOCK_NAME):
             self._remove_stale_temps()
             self._seal_journal()
             sealed = self._sealed_paths()
-            if not sealed and keep is None:
+            runs = self._run_paths()[::-1]  # newest first
+            if not sealed and keep is None and not (full and runs):
                 return None
             journal_lines = self._read_sealed(sealed)
+            if keep is None and not full:
+                sizes = [_size(path) for path in runs]
+                if self.index_path.exists():
+                    sizes.append(_size(self.index_path))
+                new_bytes = sum(len(line) + 1 for line in journal_lines)
+                merged = runs_to_merge(new_bytes, sizes)
+                if merged < len(sizes):  # index.cdxj stays: a new run
+                    count = self._write_run(journal_lines, runs[:merged])
+                    self._drop([*sealed, *runs[:merged]])
+                    return count
             try:
-                count = self._rewrite(journal_lines, keep, resort=False)
+                count = self._rewrite(journal_lines, runs, keep, resort=False)
             except _NotSorted as e:
                 log.warning("%s: index not in byte order (%s); re-sorting", self.index_path, e)
-                count = self._rewrite(journal_lines, keep, resort=True)
-            self._drop(sealed)
+                count = self._rewrite(journal_lines, runs, keep, resort=True)
+            self._drop([*sealed, *runs])
             return count
 
     def rebuild(self, records: Iterable[CDXJRecord]) -> int:
         """Replace the index with exactly ``records`` (e.g. from a scan of the WARC files).
 
-        Journals written before the call are discarded (the scan covers them); records added
-        while it runs stay in the new journal. Returns the record count.
+        Journals and runs written before the call are discarded (the scan covers them);
+        records added while it runs stay in the new journal. Returns the record count.
         """
         with self._compact_lock, _flock(self.directory / _LOCK_NAME):
             self._remove_stale_temps()
             self._seal_journal()
             sealed = self._sealed_paths()
+            runs = self._run_paths()
             count = write_index(self.index_path, records)
-            self._drop(sealed)
+            self._drop([*sealed, *runs])
             return count
+
+    def _write_run(self, journal_lines: list[bytes], runs: list[Path]) -> int:
+        """Write ``journal_lines`` merged with the lines of ``runs`` as a new run."""
+        path = self.directory / run_name(time.time_ns())
+        checked: list[bool] = []
+        lines = merge_sorted(journal_lines, *(self._run_lines(run, checked) for run in runs))
+        most = len(journal_lines) + sum(map(self._line_count, runs))
+        file = IndexFile(path, block_size=self._block_size)
+        with self._lock:  # (a listing made meanwhile takes this one)
+            self._runs[path.name] = file
+            self._writing.add(path.name)
+        try:
+            return _atomic_write(
+                path,
+                HEADER_LINE,
+                lines,
+                checked=lambda: _all_checked(checked, len(runs)),
+                block_size=self._block_size,
+                install=file.install,
+                bloom_lines=most,
+            )
+        finally:
+            with self._lock:
+                self._writing.discard(path.name)
+
+    def _line_count(self, run: Path) -> int:
+        """The lines of a run (as its writer counted them; else guessed from its size)."""
+        with self._lock:
+            file = self._runs.get(run.name)
+        counted = file.line_count() if file is not None else None
+        return counted if counted is not None else _size(run) // _SHORTEST_LINE
+
+    def _run_lines(self, path: Path, checked: list[bool]) -> Iterator[bytes]:
+        """The lines of a run in order (checked on the way if it has no note: ``checked``
+        gets whether they all were valid once they are all read)."""
+        return _checked_order(_raw_lines(path, checked), os.fspath(path))
 
     def _seal_journal(self) -> None:
         try:
@@ -339,45 +400,27 @@ class Index:
         checked.append(True)
 
     def _raw_index_lines(self, checked: list[bool]) -> Iterator[bytes]:
-        """The lines of the index as they are; the ones of a file without a matching note
-        (``.checked``) are checked on the way, once, so that the new index may have one."""
-        with open(self.index_path, "rb", buffering=1 << 20) as f:
-            before = os.fstat(f.fileno())
-            noted = is_checked(self.index_path, before)
-            valid = True
-            raw = f.readline()
-            while raw.startswith(b"!"):  # the header block (its versions were checked already)
-                raw = f.readline()
-            while raw:
-                if raw.startswith(b"!"):  # a header after records: let the strict path say where
-                    raise _NotSorted("header line after records")
-                line = raw[:-1] if raw.endswith(b"\n") else raw
-                if not noted:
-                    try:
-                        _parse_bytes(line)
-                    except CDXJError:
-                        noted = True  # (so no more checks: a bad line is kept; lookups say it)
-                        valid = False
-                yield line
-                raw = f.readline()
-            after = os.fstat(f.fileno())
-        same = (before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns) == (
-            after.st_ino,
-            after.st_size,
-            after.st_mtime_ns,
-            after.st_ctime_ns,
-        )
-        checked.append(same and valid)
+        """The lines of the index as they are (``_raw_lines``)."""
+        return _raw_lines(self.index_path, checked)
 
     def _rewrite(
-        self, journal_lines: list[bytes], keep: Callable[[CDXJRecord], bool] | None, resort: bool
+        self,
+        journal_lines: list[bytes],
+        runs: list[Path],
+        keep: Callable[[CDXJRecord], bool] | None,
+        resort: bool,
     ) -> int:
+        """A new ``index.cdxj``: the index, ``journal_lines`` and the ``runs`` merged."""
         version = (SUPPORTED_MAJOR, 0)
         if self.index_path.exists():
             version = file_version(self.index_path)
         checked: list[bool] = []
         with tempfile.TemporaryDirectory(prefix=".cdxj-sort-", dir=self.directory) as tmp:
-            lines = merge_sorted(self._index_lines(resort, tmp, checked), journal_lines)
+            lines = merge_sorted(
+                self._index_lines(resort, tmp, checked),
+                journal_lines,
+                *(self._run_lines(run, checked) for run in runs),
+            )
             if keep is not None:  # (which checks every line)
                 source = os.fspath(self.index_path)
                 lines = (
@@ -389,23 +432,47 @@ class Index:
                 self.index_path,
                 format_header(version),
                 lines,
-                checked=lambda: keep is not None or checked == [True],
+                checked=lambda: keep is not None or _all_checked(checked, len(runs) + 1),
+                block_size=self._block_size,
+                install=self._file.install,
             )
 
-    def _drop(self, sealed: list[Path]) -> None:
-        for path in sealed:
+    def _drop(self, merged: list[Path]) -> None:
+        """Remove what a compaction merged (sealed journals, runs and their notes) once what
+        it wrote is in place."""
+        for path in merged:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+            if RUN_RE.match(path.name):
+                forget(path)
+                forget_keys(path)
         fsync_dir(self.directory)
 
+    def _run_paths(self) -> list[Path]:
+        """The sorted runs newer than ``index.cdxj``, oldest first."""
+        try:
+            names = sorted(e.name for e in os.scandir(self.directory) if RUN_RE.match(e.name))
+        except FileNotFoundError:
+            return []
+        return [self.directory / name for name in names]
+
     def _remove_stale_temps(self) -> None:
-        """Leftovers of a compaction killed mid-way (we hold the compaction lock)."""
-        for entry in os.scandir(self.directory):
-            if entry.name.startswith(f".{INDEX_NAME}.") and entry.name.endswith(".tmp"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(entry.path)
-            elif entry.name.startswith(".cdxj-sort-") and entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)
+        """Leftovers of a compaction killed mid-way (we hold the compaction lock): temp files,
+        sort directories, and the notes of runs that are gone."""
+        names = set(os.listdir(self.directory))
+        for name in names:
+            path = os.path.join(self.directory, name)
+            if name.startswith(".") and name.endswith(".tmp"):
+                if name.startswith((f".{INDEX_NAME}.", ".run-")):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+            elif name.startswith(".cdxj-sort-") and os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            elif name.startswith(".run-") and name.endswith((".keys", ".checked")):
+                run = name[1:].rsplit(".", 1)[0]
+                if run not in names:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -491,44 +558,61 @@ class Index:
             return False
         return os.pread(f.fileno(), len(cached.probe), end - len(cached.probe)) == cached.probe
 
-    def _listing(self) -> tuple[bool, list[Path], object]:
-        """Whether the active journal exists, the sealed journals, and a token that stays the
-        same object while the directory does not change (``None`` if that cannot be known): the
-        directory is listed again only when its mtime changed, since every journal's creation,
-        sealing and removal and every new index change it (appends do not; the active journal
-        is checked itself; ``IndexFile.search`` takes the token to know that ``index.cdxj``
-        still names the file it has open).
+    def _listing(self, *, again: bool = False) -> _Listing:
+        """The files of the index now: whether the active journal exists, the sealed journals,
+        and the sorted runs (``index.cdxj`` first, then the newer runs).  The directory is
+        listed again only when its mtime changed (or ``again``), since every journal's
+        creation, sealing and removal and every new run or index change it (appends do not;
+        the active journal is checked itself).  A listing whose mtime is settled
+        (``_Listing.token``) also tells ``IndexFile.search`` that the names still name the
+        files it has open.
         """
         try:
             st = os.stat(self._directory)
         except FileNotFoundError:
-            return False, [], None
+            return _Listing(0, 0, 0, False, [], [self._file], False)
         cached = self._listed
         if (
-            cached is not None
-            and cached[0] == st.st_mtime_ns
-            and cached[1] == st.st_ino
-            and cached[2] == st.st_dev
+            not again
+            and cached is not None
+            and cached.mtime_ns == st.st_mtime_ns
+            and cached.ino == st.st_ino
+            and cached.dev == st.st_dev
         ):
-            return cached[3], cached[4], cached
+            return cached
         try:
             names = sorted(os.listdir(self.directory))
         except FileNotFoundError:
-            return False, [], None
+            return _Listing(0, 0, 0, False, [], [self._file], False)
         has_journal = JOURNAL_NAME in names
         sealed = [self.directory / name for name in names if _SEALED_RE.match(name)]
+        run_names = [name for name in names if RUN_RE.match(name)]
+        with self._lock:
+            runs: dict[str, IndexFile] = {}
+            for name in run_names:
+                file = self._runs.get(name)
+                if file is None:
+                    file = IndexFile(self.directory / name, block_size=self._block_size)
+                runs[name] = file
+            for name in self._writing:  # (not renamed in yet)
+                runs.setdefault(name, self._runs[name])
+            self._runs = runs
+        files = [self._file, *(self._runs[name] for name in run_names)]
         # kept only for an mtime well in the past: with coarse file timestamps, a change in
         # the same clock tick as this listing could leave the mtime as it is
         settled = _settled(st.st_mtime_ns, time.time_ns())
-        listed = (st.st_mtime_ns, st.st_ino, st.st_dev, has_journal, sealed) if settled else None
-        self._listed = listed
-        return has_journal, sealed, listed
+        listing = _Listing(
+            st.st_mtime_ns, st.st_ino, st.st_dev, has_journal, sealed, files, settled
+        )
+        self._listed = listing if settled else None
+        return listing
 
-    def _journal_view(self) -> tuple[list[bytes], list[CDXJRecord], object]:
+    def _journal_view(self) -> tuple[list[bytes], list[CDXJRecord], _Listing]:
         """Sorted unique lines of all journals (active first, then sealed), their records, and
-        the directory's token (``_listing``).  Lines appended to the active journal since the
+        the files of the index (``_listing``).  Lines appended to the active journal since the
         last view are put into it in their places; any other change makes it anew."""
-        has_journal, sealed, token = self._listing()  # (the lock is for the caches, not this)
+        token = self._listing()  # (the lock is for the caches, not this)
+        has_journal, sealed = token.has_journal, token.sealed
         if not has_journal and not sealed:
             return [], [], token
         with self._lock:
@@ -580,9 +664,9 @@ class Index:
             return record
         return None
 
-    def _journal_span(self, target: bytes) -> tuple[list[bytes], list[CDXJRecord], object]:
-        """The journals' lines that start with ``target``, their records, and the directory's
-        token (``_listing``)."""
+    def _journal_span(self, target: bytes) -> tuple[list[bytes], list[CDXJRecord], _Listing]:
+        """The journals' lines that start with ``target``, their records, and the files of the
+        index (``_listing``)."""
         jlines, jrecords, token = self._journal_view()
         if not jlines:
             return jlines, jrecords, token
@@ -592,7 +676,7 @@ class Index:
         return jlines[i:j], jrecords[i:j], token
 
     def _merged(
-        self, target: bytes, jlines: list[bytes], jrecords: list[CDXJRecord], token: object
+        self, target: bytes, jlines: list[bytes], jrecords: list[CDXJRecord], token: _Listing
     ) -> Iterator[tuple[bytes, int, CDXJRecord | None]]:
         """``(line, offset, record)`` of the index's lines that start with ``target`` (offset
         their place, record ``None``) and of the journals' (-1, their record), merged in byte
@@ -607,27 +691,64 @@ class Index:
                 yield item
 
     def _from_index(
-        self, target: bytes, token: object
+        self, target: bytes, token: _Listing
     ) -> Iterator[tuple[bytes, int, CDXJRecord | None]]:
-        """``(line, offset, record)`` of the index's lines that start with ``target``: the
-        record made at once if the file's lines were all checked when it was written
-        (``checked``), else ``None`` (for ``_wanted`` to parse and check)."""
-        checked, found = self._file.search(target, token)
-        if checked:
-            return ((line, offset, _checked_line(line)) for offset, line in found)
-        return ((line, offset, None) for offset, line in found)
+        """``(line, offset, record)`` of the sorted runs' lines that start with ``target``, in
+        byte order (a line in two runs, left by a merge killed before it removed what it
+        merged, comes twice: callers drop repeats): the record made at once if the run's lines
+        were all checked when it was written (``checked``), else ``None`` (for ``_wanted`` to
+        parse and check)."""
+        files = token.files
+        if len(files) == 1:
+            checked, found = files[0].search(target, token.token)
+            if checked:
+                return ((line, offset, _checked_line(line)) for offset, line in found)
+            return ((line, offset, None) for offset, line in found)
+        key_hash = Bloom.hash(target[:-1]) if target.endswith(b" ") else None  # a whole key
+        for _ in range(_RETRIES):
+            parts: list[list[tuple[bytes, int, CDXJRecord | None]]] = []
+            gone = False
+            for file in files:
+                searched = file.search_existing(target, token.token, key_hash)
+                if searched is NOT_HELD:
+                    continue
+                if searched is None:  # a run merged into a newer one since the listing
+                    gone = gone or file is not self._file
+                    continue
+                checked, found = searched
+                part: list[tuple[bytes, int, CDXJRecord | None]]
+                if checked:
+                    part = [(line, offset, _checked_line(line)) for offset, line in found]
+                else:
+                    part = [(line, offset, None) for offset, line in found]
+                if part:
+                    parts.append(part)
+            if not gone:
+                break
+            token = self._listing(again=True)
+            files = token.files
+        if len(parts) == 1:
+            return iter(parts[0])
+        return heapq.merge(*parts, key=operator.itemgetter(0))
+
+    def _deduped(
+        self, target: bytes, token: _Listing
+    ) -> Iterator[tuple[bytes, int, CDXJRecord | None]]:
+        """``_from_index``'s lines, each once."""
+        previous: bytes | None = None
+        for item in self._from_index(target, token):
+            if item[0] != previous:
+                previous = item[0]
+                yield item
 
     def _index_records(
-        self, target: bytes, record_types: Collection[str] | None, token: object
+        self, target: bytes, record_types: Collection[str] | None, token: _Listing
     ) -> Iterator[CDXJRecord]:
-        """Records whose line starts with ``target``, from the index alone."""
-        previous: bytes | None = None
-        for line, offset, record in self._from_index(target, token):
-            if line != previous:
-                previous = line
-                record = self._wanted(line, offset, record, record_types)
-                if record is not None:
-                    yield record
+        """Records whose line starts with ``target``, from the sorted runs alone."""
+        for line, offset, record in self._deduped(target, token):
+            wanted = self._wanted(line, offset, record, record_types)
+            if wanted is not None:
+                yield wanted
 
     def _records(self, target: bytes, record_types: Collection[str] | None) -> Iterator[CDXJRecord]:
         """Records whose line starts with ``target``, journal and index merged in byte order
@@ -661,10 +782,23 @@ class Index:
             merged = self._merged(target, jlines, jrecords, token)
             wanted = (self._wanted(*item, record_types) for item in merged)
             return [record for record in wanted if record is not None]
-        # the common case, written out (the loop of _index_records and _wanted, inline)
         records: list[CDXJRecord] = []
         previous: bytes | None = None
-        checked, found = self._file.search(target, token)
+        if len(token.files) > 1:  # (the loop of _deduped and _wanted, inline)
+            for line, offset, record in self._from_index(target, token):
+                if line == previous:
+                    continue
+                previous = line
+                if record is None:
+                    record = self._wanted(line, offset, None, record_types)
+                    if record is None:
+                        continue
+                elif record_types is not None and record.record_type not in record_types:
+                    continue
+                records.append(record)
+            return records
+        # the common case, written out (the loop of _index_records and _wanted, inline)
+        checked, found = self._file.search(target, token.token)
         if checked:  # every line was checked when the file was written
             for _, line in found:
                 if line != previous:
@@ -739,7 +873,7 @@ class Index:
         """Problems of the index file (as an index) and of the journals."""
         problems: list[str] = []
         for path in self.files():
-            problems += check(path, index=path == self.index_path)
+            problems += check(path, index=path == self.index_path or bool(RUN_RE.match(path.name)))
         return problems
 
 
@@ -758,6 +892,50 @@ def _inserted(
     return lines, records
 
 
+def _raw_lines(path: Path, checked: list[bool]) -> Iterator[bytes]:
+    """The lines of a sorted file as they are; the ones of a file without a matching note
+    (``.checked``) are checked on the way, once, so that the new index may have one."""
+    with open(path, "rb", buffering=1 << 20) as f:
+        before = os.fstat(f.fileno())
+        noted = is_checked(path, before)
+        valid = True
+        raw = f.readline()
+        while raw.startswith(b"!"):  # the header block (its versions were checked already)
+            raw = f.readline()
+        while raw:
+            if raw.startswith(b"!"):  # a header after records: let the strict path say where
+                raise _NotSorted("header line after records")
+            line = raw[:-1] if raw.endswith(b"\n") else raw
+            if not noted:
+                try:
+                    _parse_bytes(line)
+                except CDXJError:
+                    noted = True  # (so no more checks: a bad line is kept; lookups say it)
+                    valid = False
+            yield line
+            raw = f.readline()
+        after = os.fstat(f.fileno())
+    same = (before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns) == (
+        after.st_ino,
+        after.st_size,
+        after.st_mtime_ns,
+        after.st_ctime_ns,
+    )
+    checked.append(same and valid)
+
+
+def _all_checked(checked: list[bool], files: int) -> bool:
+    """Whether the lines of all ``files`` read were found valid (each says so once read)."""
+    return len(checked) == files and all(checked)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 def _settled(mtime_ns: int, now_ns: int) -> bool:
     """Whether a directory's mtime is old enough that any later change must give it another:
     older than the file system's timestamp granularity. An mtime with a fraction of a second
@@ -767,6 +945,27 @@ def _settled(mtime_ns: int, now_ns: int) -> bool:
     if mtime_ns % 1_000_000_000:
         return age > _SETTLED_FINE_NS
     return age > _SETTLED_NS
+
+
+@dataclass
+class _Listing:
+    """The index's files as a listing of its directory found them (``Index._listing``)."""
+
+    mtime_ns: int
+    ino: int
+    dev: int
+    has_journal: bool
+    sealed: list[Path]
+    #: ``index.cdxj``'s then the newer runs', oldest first
+    files: list[IndexFile]
+    #: the directory's mtime is old enough that any change since would have changed it
+    settled: bool
+
+    @property
+    def token(self) -> object:
+        """What ``IndexFile.search`` takes to know that the names still name its open files:
+        this listing while it is settled (the same object while the directory is unchanged)."""
+        return self if self.settled else None
 
 
 class _NotSorted(Exception):

@@ -8,6 +8,7 @@ beside its target, fsynced and renamed over it, so readers see the old file or t
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import os
 import tempfile
@@ -17,9 +18,13 @@ from pathlib import Path
 from ...fsutil import fsync_dir
 from .checked import forget, note_checked
 from .line import HEADER_LINE, SUPPORTED_MAJOR, CDXJRecord, CDXJVersionError, format_header
-from .read import StrPath, file_version, iter_records
+from .read import DEFAULT_BLOCK_SIZE, StrPath, file_version, iter_records
+from .runs import Samples, bloom_for, forget_keys, write_keys
 
 __all__ = ["DEFAULT_RUN_LINES", "merge_files", "merge_sorted", "sort_lines", "write_index"]
+
+#: does a rename (the first argument) of a new file open at the descriptor, with its samples
+Installer = Callable[[Callable[[], None], int, Samples], None]
 
 # Lines held in memory per sorted run of an external sort (about 25 MB of typical lines).
 DEFAULT_RUN_LINES = 100_000
@@ -78,23 +83,43 @@ def _external_sort(lines: Iterable[bytes], directory: str, run_lines: int) -> It
 
 
 def _atomic_write(
-    path: Path, header: str, lines: Iterable[bytes], *, checked: bool | Callable[[], bool]
+    path: Path,
+    header: str,
+    lines: Iterable[bytes],
+    *,
+    checked: bool | Callable[[], bool],
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    sampled: list[Samples] | None = None,
+    install: Installer | None = None,
+    bloom_lines: int | None = None,
 ) -> int:
     """Write header + lines to a temp file beside ``path``, fsync, then rename over ``path``.
 
     Readers see the old file or the new one, never a part; returns the number of lines.
     ``checked`` (or what it returns once the lines are written): every line is a checked
     record's, which a note beside the file then says (``.checked``); otherwise an old note is
-    removed before the rename.
+    removed before the rename. The file's sparse index (every ``block_size`` bytes) is taken
+    as it is written and kept beside it (``runs.write_keys``), and appended to ``sampled``.
+    With ``bloom_lines`` (about how many lines there will be at most), the samples also
+    get a Bloom filter of the keys. ``install``, when given, does the rename (so that a
+    reader of ``path`` may take the new file with its samples at once: ``IndexFile.install``).
     """
+    head = header.encode() + b"\n"
+    samples = Samples(block_size, len(head))
+    if bloom_lines is not None:
+        samples.bloom = bloom_for(bloom_lines)
+    feed = samples.feed
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb", buffering=1 << 20) as f:
-            f.write(header.encode() + b"\n")
+            f.write(head)
+            pos = len(head)
             count = 0
             for line in lines:
+                feed(pos, line)
                 f.write(line)
                 f.write(b"\n")
+                pos += len(line) + 1
                 count += 1
             f.flush()
             os.fsync(f.fileno())
@@ -103,13 +128,22 @@ def _atomic_write(
                 checked = checked()
             if not checked:
                 forget(path)
-            os.replace(tmp, path)
+            if samples.keys:  # (before the rename: no reader opens the new file without it)
+                write_keys(path, written, samples)
+            else:
+                forget_keys(path)
+            if install is None:
+                os.replace(tmp, path)
+            else:
+                install(functools.partial(os.replace, tmp, path), f.fileno(), samples)
             st = os.fstat(f.fileno())  # (the rename may change the ctime)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)
+    if sampled is not None:
+        sampled.append(samples)
     if checked and (st.st_ino, st.st_size, st.st_mtime_ns) == (
         written.st_ino,
         written.st_size,

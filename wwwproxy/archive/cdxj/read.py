@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import logging
 import os
 import sys
 import threading
@@ -20,6 +21,7 @@ from typing import BinaryIO
 
 from .checked import is_checked
 from .line import SUPPORTED_MAJOR, CDXJError, CDXJRecord, CDXJVersionError, parse_header
+from .runs import SAMPLE_MAX, Samples, read_keys, sample_key, write_keys
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
@@ -31,6 +33,7 @@ __all__ = [
 ]
 
 StrPath = str | os.PathLike[str]
+log = logging.getLogger(__package__)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,16 +227,18 @@ def check(path: StrPath, *, index: bool = False) -> list[str]:
 #
 # The sorted index is never read whole. On first use, and again whenever the file changes (its
 # device, inode, size, mtime or ctime), the line starting first after every ``block_size`` bytes is
-# sampled: the start of the line (its key and the space after it, at most ``_SAMPLE_MAX``
+# sampled: the start of the line (its key and the space after it, at most ``SAMPLE_MAX``
 # bytes) and its offset, about 90 bytes of memory per 8 KiB block (3.2 MB for the million lines,
 # 300 MB, of bench/index_bench.py; sampled in about 0.2 s). A search bisects the samples in
 # memory and reads the one block that can hold the first match with one ``pread``, instead of a
 # dozen seeks and reads of a binary search on disk.
 
 DEFAULT_BLOCK_SIZE = 8192
-_SAMPLE_MAX = 256  # longer keys are cut: searches stay right, only their reads get longer
 _READ = 65536
 _FANOUT = 64  # keys per entry of the sparse index's top level
+#: a file this large sampled on opening (one made by an older version, or by another tool)
+#: gets its samples kept beside it, so that the next opening reads those instead
+_KEEP_SAMPLES_OVER = 16 << 20
 _Ident = tuple[int, int, int, int, int]
 
 
@@ -270,24 +275,17 @@ def _data_start(fd: int, source: str) -> int:
         start += len(line)
 
 
-def _sample(head: bytes) -> bytes:
-    """What is kept of the line ``head`` starts: its key and the space after it."""
-    end = head.find(b"\n")
-    if end >= 0:
-        head = head[:end]
-    space = head.find(b" ", 0, _SAMPLE_MAX)
-    return head[: space + 1] if space >= 0 else head[:_SAMPLE_MAX]
-
-
 class _Snapshot:
     """One version of a sorted file: an open descriptor, where records start, the samples."""
 
     __slots__ = (
-        "checked", "ctime_ns", "directory", "fd", "ident", "keys", "mtime_ns", "offsets", "size",
-        "start", "top",
+        "bloom", "checked", "ctime_ns", "directory", "fd", "from_keys", "ident", "keys",
+        "line_total", "mtime_ns", "offsets", "size", "start", "top",
     )  # fmt: skip
 
-    def __init__(self, fd: int, source: str, block_size: int) -> None:
+    def __init__(
+        self, fd: int, source: str, block_size: int, samples: Samples | None = None
+    ) -> None:
         self.fd = fd  # owned from here (closed by __del__); only pread() is used on it
         st = os.fstat(fd)
         self.ident = _ident(st)
@@ -297,15 +295,39 @@ class _Snapshot:
         # every line was checked when the file was written (its lines are taken as they are)
         self.checked = is_checked(source, st)
         self.directory: object = None  # the directory's token when the path last named it
-        self.start = _data_start(fd, source)
-        self.keys: list[bytes] = []  # keys[n] is a prefix of the line at offsets[n]
-        self.offsets = array("q")
-        pos = self.start
-        while pos < self.size:
-            self.keys.append(_sample(os.pread(fd, _SAMPLE_MAX + 1, pos)))
-            self.offsets.append(pos)
-            pos = self._line_start(pos + block_size)
+        kept = samples  # given by its writer, or kept beside it by its writer
+        if kept is None or kept.block_size != block_size:
+            kept = read_keys(source, st, block_size)
+        if kept is not None:
+            self.start, self.keys, self.offsets = kept.start, kept.keys, kept.offsets
+        else:
+            if self.size >= _KEEP_SAMPLES_OVER:
+                log.info("%s: making its sparse index (once: %d MB)", source, self.size >> 20)
+            self.start, self.keys, self.offsets = self._sampled(fd, source, block_size)
+            if self.size >= _KEEP_SAMPLES_OVER and self.keys:  # kept for the next opening
+                try:
+                    write_keys(source, st, Samples(block_size, self.start, self.keys, self.offsets))
+                except OSError as exc:
+                    log.warning("%s: cannot keep its sparse index: %s", source, exc)
+        self.from_keys = kept is not None
+        self.bloom = kept.bloom if kept is not None else None
+        self.line_total = kept.lines if kept is not None else None
         self.top = self.keys[::_FANOUT]
+
+    def _sampled(
+        self, fd: int, source: str, block_size: int
+    ) -> tuple[int, list[bytes], array[int]]:
+        """Where the records start, and the samples read from the file (one ``pread`` every
+        ``block_size`` bytes): ``keys[n]`` is a prefix of the line at ``offsets[n]``."""
+        start = _data_start(fd, source)
+        keys: list[bytes] = []
+        offsets = array("q")
+        pos = start
+        while pos < self.size:
+            keys.append(sample_key(os.pread(fd, SAMPLE_MAX + 1, pos)))
+            offsets.append(pos)
+            pos = self._line_start(pos + block_size)
+        return start, keys, offsets
 
     def __del__(self, _close: Callable[[int], None] = os.close) -> None:
         _close(self.fd)  # (os.close bound early: this may run at interpreter exit)
@@ -412,6 +434,10 @@ class _Snapshot:
             base = end - keep
 
 
+#: what ``IndexFile.search_existing`` returns for a key its file does not hold
+NOT_HELD: tuple[bool, Iterator[tuple[int, bytes]]] = (True, iter(()))
+
+
 class IndexFile:
     """A sorted CDXJ file, searched through a sparse index of its keys (see above).
 
@@ -498,6 +524,51 @@ class IndexFile:
         if snapshot is None:
             return True, iter(())
         return snapshot.checked, snapshot.lines(prefix)
+
+    def install(self, rename: Callable[[], None], fd: int, samples: Samples) -> None:
+        """Rename a new file in at the path (``rename``) and take it at once with ``samples``
+        as its sparse index (``fd`` is open on it): no search after the rename samples the
+        file or reads its kept samples (a large file's take a while)."""
+        with self._lock:  # a search that sees the new file waits, then takes this snapshot
+            rename()
+            self._snapshot = _Snapshot(os.dup(fd), self._path, self.block_size, samples)
+
+    def search_existing(
+        self, prefix: bytes, directory: object = None, key_hash: int | None = None
+    ) -> tuple[bool, Iterator[tuple[int, bytes]]] | None:
+        """``search``, or ``None`` if there is no file at the path (any longer). With
+        ``key_hash`` (``Bloom.hash`` of the key: ``prefix`` is a whole key and its space) the
+        file is read only if its Bloom filter (a run's) says it may hold the key; while the
+        directory is as ``directory`` says, the filter of the file last seen is asked first
+        (a run is never changed in place: only renamed in and removed)."""
+        if key_hash is not None:
+            last = self._snapshot
+            if (
+                directory is not None
+                and last is not None
+                and last.directory is directory
+                and last.bloom is not None
+                and not last.bloom.may_hold(key_hash)
+            ):
+                return NOT_HELD
+        snapshot = self._current(directory)
+        if snapshot is None:
+            return None
+        bloom = snapshot.bloom
+        if key_hash is not None and bloom is not None and not bloom.may_hold(key_hash):
+            return NOT_HELD
+        return snapshot.checked, snapshot.lines(prefix)
+
+    def line_count(self) -> int | None:
+        """The lines of the file as it is now if its writer counted them (else ``None``)."""
+        snapshot = self._current()
+        return None if snapshot is None else snapshot.line_total
+
+    def from_keys(self) -> bool:
+        """Whether the sparse index of the file as it is now came from the summary its writer
+        kept beside it (``runs.write_keys``), not from reading the file."""
+        snapshot = self._current()
+        return snapshot is not None and snapshot.from_keys
 
     def sample_count(self) -> int:
         """Keys in the sparse index of the file as it is now (each costs about 90 bytes)."""
