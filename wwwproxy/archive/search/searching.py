@@ -2,6 +2,24 @@
 them, and each hit's snippet made from its capture read again from the archive.  Separate
 from :mod:`.index` (which keeps the tables up to date) because it only reads; a
 :class:`~.index.SearchIndex` owns one :class:`Searcher` and gives it what it reads with.
+
+What a search costs follows the page of results, not how many pages match: BM25 scores every
+row it is asked to order, so ordering all the matches of a common word (nearly every page) by
+it cost time in proportion to the cache (a quarter of a second at 100k pages, seconds at
+millions).  A query is first counted up to :data:`RANK_CANDIDATES` matches (rowids only, no
+scoring); :func:`plan_ranking` then picks
+
+* ``EXACT`` when that many or fewer match: all of them ordered by BM25, exactly as before (a
+  query of rare words, whatever the cache's size);
+* ``NEWEST`` when more match: the :data:`RANK_CANDIDATES` most recently indexed of them (the
+  highest rowids, which FTS5 walks first in descending order and stops after) ordered by the
+  same BM25 (the newer first among equals), so the first results are the best-ranked among
+  the newest pages, and a page
+  about the word indexed long ago may come after newer ones or not at all.  More pages match
+  than a result list shows anyway (:data:`MAX_RESULTS`), and the count says so.
+
+FTS5 cannot stop early on ``ORDER BY bm25(...) LIMIT``: a score depends on the row, so every
+match is scored and sorted; only rowid order (ascending or descending) is what it walks.
 """
 
 from __future__ import annotations
@@ -11,6 +29,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from .capture import READ_ERRORS, read_document
@@ -22,6 +41,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_RESULTS = 1000  # matches gathered per query before paging
+#: matches of a query ranked by BM25 at most: past that, the newest this many (see above)
+RANK_CANDIDATES = 5000
 SNIPPET_START = 16 * 1024  # characters of a page's source its opening text is taken from
 
 
@@ -44,6 +65,39 @@ class SearchResults:
     query: str
     total: int  # matches found (at most MAX_RESULTS)
     hits: list[SearchHit]
+    #: more than RANK_CANDIDATES pages matched: the newest of them were ranked (see above)
+    bounded: bool = False
+
+
+class Ranking(Enum):
+    """How a query's full-text matches are ordered (see the module's docstring)."""
+
+    EXACT = "all matches by BM25"
+    NEWEST = "the newest RANK_CANDIDATES matches by BM25"
+
+
+def plan_ranking(matches: int, candidates: int = RANK_CANDIDATES) -> Ranking:
+    """How to rank a query that ``matches`` pages (counted up to ``candidates + 1``): all of
+    them when they are few enough to score, else the newest ``candidates``."""
+    return Ranking.EXACT if matches <= candidates else Ranking.NEWEST
+
+
+#: the ranked full-text matches, each joined to its live page (CROSS JOIN: the match drives)
+_RANKED = {
+    Ranking.EXACT: (
+        "SELECT p.id FROM page_rank CROSS JOIN pages p ON p.doc = page_rank.rowid "
+        "WHERE page_rank MATCH ? ORDER BY bm25(page_rank, 10.0, 1.0) LIMIT ?"
+    ),
+    Ranking.NEWEST: (
+        "SELECT p.id FROM (SELECT rowid AS doc, bm25(page_rank, 10.0, 1.0) AS score "
+        f"FROM page_rank WHERE page_rank MATCH ? ORDER BY rowid DESC LIMIT {RANK_CANDIDATES}) "
+        "AS c CROSS JOIN pages p ON p.doc = c.doc ORDER BY c.score, c.doc DESC LIMIT ?"
+    ),
+}
+_COUNT_MATCHES = (
+    "SELECT count(*) FROM (SELECT 1 FROM page_rank WHERE page_rank MATCH ? "
+    f"LIMIT {RANK_CANDIDATES + 1})"
+)
 
 
 class Searcher:
@@ -89,18 +143,18 @@ class Searcher:
             seen: set[int] = set()
 
             def gather(sql: str, *args: object) -> None:
+                if len(ids) >= MAX_RESULTS:
+                    return  # what it would add is cut off below
                 for (page_id,) in self._conn.execute(sql, (*args, MAX_RESULTS + len(ids))):
                     if page_id not in seen:
                         ids.append(page_id)
                         seen.add(page_id)
 
+            ranking = Ranking.EXACT
             if match is not None:
-                # CROSS JOIN: the full-text match drives, each hit joined to its live page
-                gather(
-                    "SELECT p.id FROM page_rank CROSS JOIN pages p ON p.doc = page_rank.rowid "
-                    "WHERE page_rank MATCH ? ORDER BY bm25(page_rank, 10.0, 1.0) LIMIT ?",
-                    match,
-                )
+                (matches,) = self._conn.execute(_COUNT_MATCHES, (match,)).fetchone()
+                ranking = plan_ranking(matches)
+                gather(_RANKED[ranking], match)
                 gather(
                     "SELECT p.id FROM page_words CROSS JOIN pages p ON p.doc = page_words.rowid "
                     "WHERE page_words MATCH ? ORDER BY page_words.rowid LIMIT ?",
@@ -125,7 +179,7 @@ class Searcher:
             }
         source = store if store is not None else self._store()
         hits = [self._hit(rows[i], words, source) for i in page if i in rows]
-        return SearchResults(query, len(ids), hits)
+        return SearchResults(query, len(ids), hits, ranking is Ranking.NEWEST)
 
     def _hit(self, row: tuple, query: Query, store: Store | None) -> SearchHit:
         _, key, url, title, fetched, mime, file, pos, doc = row
