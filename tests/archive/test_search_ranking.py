@@ -137,3 +137,11 @@ def test_cost_does_not_grow_with_the_matching_pages(index):
     assert many < few * 1.3, (few, many)
     rare = steps(index, "rare")
     assert rare < few  # exact over its 200 matches: cheaper still
+
+
+def test_a_miss_reads_no_page_it_does_not_match(index):
+    """A word in no page's text and no URL costs the same whatever the cache's size: the
+    URLs' trigrams say at once that no URL has it (every URL was read before)."""
+    assert index.search("zzqxmiss").total == 0
+    assert steps(index, "zzqxmiss") < 5
+    assert index.search("example.com/19999").total == 1  # found by its URL

@@ -161,11 +161,22 @@ class Searcher:
                     match,
                 )
             if likes:
-                where = " AND ".join(["coalesce(url, key) LIKE ? ESCAPE '\\'"] * len(likes))
-                gather(
-                    f"SELECT id FROM pages WHERE {where} ORDER BY coalesce(url, key) LIMIT ?",  # noqa: S608
-                    *likes,
-                )
+                where = " AND ".join(["coalesce(p.url, p.key) LIKE ? ESCAPE '\\'"] * len(likes))
+                trigrams = url_trigrams(query)
+                if trigrams is None:  # no word of three letters: every page's URL is read
+                    gather(
+                        f"SELECT id FROM pages p WHERE {where} "  # noqa: S608
+                        "ORDER BY coalesce(url, key) LIMIT ?",
+                        *likes,
+                    )
+                else:
+                    gather(
+                        "SELECT p.id FROM page_urls CROSS JOIN pages p "  # noqa: S608
+                        f"ON p.id = page_urls.rowid WHERE page_urls MATCH ? AND {where} "
+                        "ORDER BY coalesce(p.url, p.key) LIMIT ?",
+                        trigrams,
+                        *likes,
+                    )
             ids = ids[:MAX_RESULTS]
             page = ids[offset : offset + limit] if offset >= 0 and limit > 0 else []
             marks = ",".join("?" * len(page))
@@ -203,6 +214,20 @@ class Searcher:
             return segments(snippet)
         _, text = extract_text(document[:SNIPPET_START], mime)
         return ((text[:200], False),) if text else ()
+
+
+def url_trigrams(query: str) -> str | None:
+    """The trigrams every URL that contains each word of ``query`` has (an FTS5 query of
+    ``page_urls``: all of them), from the words of three characters or more that are ASCII
+    (folded to lower case as the trigram tokenizer and LIKE both do); None if there is no such
+    word.  A superset: LIKE then checks each page it finds."""
+    grams = dict.fromkeys(
+        word[at : at + 3].lower()
+        for word in query.split()
+        if len(word) >= 3 and word.isascii()
+        for at in range(len(word) - 2)
+    )
+    return " ".join('"' + gram.replace('"', '""') + '"' for gram in grams) or None
 
 
 def _like_terms(query: str) -> list[str]:
