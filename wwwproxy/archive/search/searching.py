@@ -65,8 +65,13 @@ class SearchResults:
     query: str
     total: int  # matches found (at most MAX_RESULTS)
     hits: list[SearchHit]
-    #: more than RANK_CANDIDATES pages matched: the newest of them were ranked (see above)
-    bounded: bool = False
+    #: more pages matched than are ranked: the newest this many were (see above); None: all
+    ranked: int | None = None
+
+    @property
+    def bounded(self) -> bool:
+        """Whether only the newest matches were ranked."""
+        return self.ranked is not None
 
 
 class Ranking(Enum):
@@ -190,7 +195,8 @@ class Searcher:
             }
         source = store if store is not None else self._store()
         hits = [self._hit(rows[i], words, source) for i in page if i in rows]
-        return SearchResults(query, len(ids), hits, ranking is Ranking.NEWEST)
+        ranked = RANK_CANDIDATES if ranking is Ranking.NEWEST else None
+        return SearchResults(query, len(ids), hits, ranked)
 
     def _hit(self, row: tuple, query: Query, store: Store | None) -> SearchHit:
         _, key, url, title, fetched, mime, file, pos, doc = row
