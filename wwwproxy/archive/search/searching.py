@@ -5,8 +5,7 @@ from :mod:`.index` (which keeps the tables up to date) because it only reads; a
 
 What a search costs follows the page of results, not how many pages match: BM25 scores every
 row it is asked to order, so ordering all the matches of a common word (nearly every page) by
-it cost time in proportion to the cache (a quarter of a second at 100k pages, seconds at
-millions).  A query is first counted up to :data:`RANK_CANDIDATES` matches (rowids only, no
+it costs time in proportion to the cache.  A query is first counted up to :data:`RANK_CANDIDATES` matches (rowids only, no
 scoring); :func:`plan_ranking` then picks
 
 * ``EXACT`` when that many or fewer match: all of them ordered by BM25, exactly as before (a
@@ -14,12 +13,21 @@ scoring); :func:`plan_ranking` then picks
 * ``NEWEST`` when more match: the :data:`RANK_CANDIDATES` most recently indexed of them (the
   highest rowids, which FTS5 walks first in descending order and stops after) ordered by the
   same BM25 (the newer first among equals), so the first results are the best-ranked among
-  the newest pages, and a page
-  about the word indexed long ago may come after newer ones or not at all.  More pages match
-  than a result list shows anyway (:data:`MAX_RESULTS`), and the count says so.
+  the newest pages, and a page about the word indexed long ago may come after newer ones or
+  not at all.  More pages match than a result list shows anyway (:data:`MAX_RESULTS`), and
+  the count says so.  The newest, because rowid order is the only one FTS5 can stop early in
+  (a static score would need the table ordered by it, which pages added one by one cannot
+  keep), and a recent capture is the likelier one wanted; title matches first would not
+  bound the cost (a title-only match walks every page with the word to find the few titles).
 
 FTS5 cannot stop early on ``ORDER BY bm25(...) LIMIT``: a score depends on the row, so every
-match is scored and sorted; only rowid order (ascending or descending) is what it walks.
+match is scored and sorted; only rowid order (ascending or descending) is what it walks.  BM25
+itself still counts each word's pages once per query (its IDF: a walk of the word's rowids,
+far cheaper than scoring them), the one part that still grows with the matches; the scoring,
+the sort and the rest are bounded.  Once a query has
+:data:`MAX_RESULTS` results, the later kinds of match (pages with the words elsewhere, URLs)
+are not looked for: they would be cut off.  URLs are found through the trigrams of every
+page's key and URL (``page_urls``, see :mod:`.schema`), not by reading every row.
 """
 
 from __future__ import annotations
