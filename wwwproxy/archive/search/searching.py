@@ -5,8 +5,8 @@ from :mod:`.index` (which keeps the tables up to date) because it only reads; a
 
 What a search costs follows the page of results, not how many pages match: BM25 scores every
 row it is asked to order, so ordering all the matches of a common word (nearly every page) by
-it costs time in proportion to the cache.  A query is first counted up to :data:`RANK_CANDIDATES` matches (rowids only, no
-scoring); :func:`plan_ranking` then picks
+it costs time in proportion to the cache.  A query is first counted up to
+:data:`RANK_CANDIDATES` matches (rowids only, no scoring); :func:`plan_ranking` then picks
 
 * ``EXACT`` when that many or fewer match: all of them ordered by BM25, exactly as before (a
   query of rare words, whatever the cache's size);
