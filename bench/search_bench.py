@@ -15,9 +15,16 @@ in the background), and by a rebuild from the archive afterwards (timed).  Print
 index bytes (``search.sqlite3`` after closing: the WAL folded in) and their ratio (target
 <= 0.5) for both, the rebuild time and the query p50/p99.
 
+With ``--direct N`` it skips the WARC files: N pages' rows and text (a title and a few hundred
+words of the same Zipf vocabulary, on 1,000 hosts) go straight into the index through
+:meth:`SearchIndex.add`, the index's own write path, so 1M pages build in minutes; it then
+prints the query p50/p99 by kind of query (no snippets: what is timed is finding and ranking).
+``--db PATH`` keeps that database (built once, measured again on later runs).
+
 Run:  .venv/bin/python bench/search_bench.py                    (about a minute)
       .venv/bin/python bench/search_bench.py --pages 500
       .venv/bin/python bench/search_bench.py --real /usr/share/doc/python3.11/html
+      .venv/bin/python bench/search_bench.py --direct 1000000 --db /tmp/s1m/search.sqlite3
 """
 
 from __future__ import annotations
@@ -214,28 +221,115 @@ def record_real(store: Store, root: Path) -> list[str]:
     return Corpus(1).words
 
 
+KINDS = ("common", "mid", "mid", "rare", "two words", "prefix", "hyphenated", "miss")
+
+
 def make_queries(words: list[str], count: int, seed: int) -> list[str]:
     """Common words, rare words, two words, prefixes, hyphenated words and misses."""
+    return [query for _, query in make_kinded_queries(words, count, seed)]
+
+
+def make_kinded_queries(words: list[str], count: int, seed: int) -> list[tuple[str, str]]:
+    """``(kind, query)``: :data:`KINDS` in turn."""
     rng = random.Random(seed)
     common, mid, rare = words[:200], words[200:3000], words[3000:20000]
     out = []
     for n in range(count):
-        kind = n % 8
-        if kind == 0:
-            out.append(rng.choice(common))
-        elif kind in (1, 2):
-            out.append(rng.choice(mid))
-        elif kind == 3:
-            out.append(rng.choice(rare))
-        elif kind == 4:
-            out.append(f"{rng.choice(mid)} {rng.choice(common)}")
-        elif kind == 5:
-            out.append(rng.choice(mid)[:4] + "*")
-        elif kind == 6:
-            out.append(f"{rng.choice(mid)}-{rng.choice(mid)}")
+        kind = KINDS[n % len(KINDS)]
+        if kind == "common":
+            query = rng.choice(common)
+        elif kind == "mid":
+            query = rng.choice(mid)
+        elif kind == "rare":
+            query = rng.choice(rare)
+        elif kind == "two words":
+            query = f"{rng.choice(mid)} {rng.choice(common)}"
+        elif kind == "prefix":
+            query = rng.choice(mid)[:4] + "*"
+        elif kind == "hyphenated":
+            query = f"{rng.choice(mid)}-{rng.choice(mid)}"
         else:
-            out.append(f"zzqx{n} {rng.choice(common)}")
+            query = f"zzqx{n} {rng.choice(common)}"
+        out.append((kind, query))
     return out
+
+
+def add_direct(index: SearchIndex, pages: int, seed: int) -> list[str]:
+    """``pages`` synthetic pages' rows and text straight into ``index`` (no WARC files): a
+    title of 2-6 words and 100-400 words of text from :class:`Corpus`'s vocabulary, 1,000
+    hosts, each page fetched a second after the one before.  The words are slices of one
+    long Zipf-distributed sample at random places (sampling each page's words afresh took
+    most of the time)."""
+    corpus = Corpus(seed)
+    rng = corpus.rng
+    pool = corpus.sample(1 << 21)
+    pool += pool[:500]
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    step = 5000
+    t0 = time.perf_counter()
+    for first in range(0, pages, step):
+        with index.batch():
+            for n in range(first, min(pages, first + step)):
+                at = rng.randrange(1 << 21)
+                title = " ".join(pool[at : at + rng.randint(2, 6)]).title()
+                at = rng.randrange(1 << 21)
+                text = " ".join(pool[at : at + rng.randint(100, 400)])
+                url = f"http://host{n % 1000}.example/{n // 1000}/page-{n}.html"
+                when = (start + timedelta(seconds=n)).strftime("%Y%m%d%H%M%S")
+                index.add(
+                    url, url, title=title, text=text, mime="text/html", status=200, fetched=when
+                )
+        if first // step % 20 == 19:
+            rate = (first + step) / (time.perf_counter() - t0)
+            print(f"  {first + step:,} pages added ({rate:,.0f}/s)", flush=True)
+    index.flush(3600)
+    index._tidy()  # noqa: SLF001 - merged into one b-tree each, as after a rebuild
+    return corpus.words
+
+
+def percentile(times: list[float], share: float) -> float:
+    ordered = sorted(times)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
+
+
+def run_direct(pages: int, db: Path | None, queries: int, seed: int) -> None:
+    """Build (or reuse) a database of ``pages`` pages added directly, and time queries by kind."""
+    with tempfile.TemporaryDirectory(prefix="search-bench-") as tmp:
+        path = db or Path(tmp) / SEARCH_DB
+        fresh = not path.exists()
+        index = SearchIndex(path.parent, path=path)
+        if fresh:
+            t0 = time.perf_counter()
+            words = add_direct(index, pages, seed)
+            print(f"built {pages:,} pages in {time.perf_counter() - t0:.0f} s")
+        else:
+            words = Corpus(seed).words
+        known, texts = index.count()
+        by_kind: dict[str, list[float]] = {}
+        cpu_by_kind: dict[str, list[float]] = {}
+        totals: dict[str, list[int]] = {}
+        for kind, query in make_kinded_queries(words, queries, seed):
+            t0, c0 = time.perf_counter(), time.thread_time()
+            results = index.search(query, 20, 0)
+            by_kind.setdefault(kind, []).append(time.perf_counter() - t0)
+            cpu_by_kind.setdefault(kind, []).append(time.thread_time() - c0)
+            totals.setdefault(kind, []).append(results.total)
+        index.close()
+        size = file_bytes(path)
+    print(f"pages {known:,} ({texts:,} with text), index {size / 2**20:.0f} MB")
+    print("  (wall time; CPU: the searching thread's, which other processes do not inflate)")
+    everything = [t for times in by_kind.values() for t in times]
+    all_cpu = [t for times in cpu_by_kind.values() for t in times]
+    for kind, times in [*by_kind.items(), ("all", everything)]:
+        shown = totals.get(kind, [])
+        cpu = cpu_by_kind.get(kind, all_cpu)
+        print(
+            f"  {kind:<11} p50 {statistics.median(times) * 1000:7.1f} ms   "
+            f"p99 {percentile(times, 0.99) * 1000:7.1f} ms   CPU p50 "
+            f"{statistics.median(cpu) * 1000:7.1f} ms   p99 {percentile(cpu, 0.99) * 1000:7.1f} ms"
+            f"   ({len(times)} queries"
+            + (f", median total {statistics.median(shown):.0f})" if shown else ")")
+        )
 
 
 def file_bytes(path: Path) -> int:
@@ -251,7 +345,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--real", type=Path, help="record the *.html files under this folder")
     parser.add_argument("--keep", type=Path, help="record into this folder and keep it")
+    parser.add_argument("--direct", type=int, help="add this many pages without WARC files")
+    parser.add_argument("--db", type=Path, help="with --direct: the database (kept, reused)")
     args = parser.parse_args()
+    if args.direct:
+        run_direct(args.direct, args.db, args.queries, args.seed)
+        return
 
     with tempfile.TemporaryDirectory(prefix="search-bench-") as tmp:
         root = args.keep or Path(tmp) / "cache"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from wwwproxy.archive.search import SEARCH_DB, SearchIndex
+from wwwproxy.archive.search.schema import SCHEMA_VERSION
 from wwwproxy.archive.store import Store
 from wwwproxy.url import canonicalize
 
@@ -303,7 +304,7 @@ def test_a_database_in_the_old_format_is_replaced_and_rebuilt(tmp_path):
     try:
         names = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
         assert "page_text" not in names and {"page_words", "page_rank"} <= names
-        assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
     finally:
         conn.close()
     # opened again: nothing to migrate, nothing rebuilt

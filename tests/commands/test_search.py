@@ -49,6 +49,24 @@ async def test_paging_results(client, proxy):
     )
 
 
+async def test_a_word_on_more_pages_than_are_ranked_says_so(client, proxy, visible):
+    from wwwproxy.archive.search.searching import RANK_CANDIDATES
+
+    index = proxy.services.search
+    with index.batch():
+        for i in range(RANK_CANDIDATES + 1):
+            url = f"http://many.example/{i}"
+            index.add(url, url, title=f"T{i}", text="common common")
+    _, data = await client.get_json("/search/?q=common")
+    assert data["total"] == 1000 and data["ranked"] == RANK_CANDIDATES
+    _, text, _ = await client.get("/search/?q=common")
+    assert f"more than {RANK_CANDIDATES:,} results, the newest {RANK_CANDIDATES:,} ranked" in (
+        visible(text)
+    )
+    _, data = await client.get_json("/search/?q=T7")  # a title: found and ranked as before
+    assert data["ranked"] is None and data["results"][0]["url"] == "http://many.example/7"
+
+
 async def test_rebuild_from_the_cache(client, proxy, origin, fetch):
     await fetch(origin.url("/a.html"))
     index = proxy.services.search

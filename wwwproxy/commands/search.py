@@ -71,6 +71,7 @@ async def page(ctx: Context) -> web.StreamResponse:
     if results is not None:
         data.update(
             total=results.total,
+            ranked=results.ranked,
             page=number,
             results=[
                 {
@@ -130,6 +131,8 @@ async def page(ctx: Context) -> web.StreamResponse:
         )
         nxt = link("/search/", "next →", {"q": query, "page": number + 1}) if number < pages else ""
         count = f"{results.total}{'+' if results.total >= 1000 else ''} result(s)"
+        if results.ranked is not None:  # see wwwproxy.archive.search.searching
+            count = f"more than {results.ranked:,} results, the newest {results.ranked:,} ranked"
         pager = f'<div class="pager">{prev}<span class="muted">{count}</span>{nxt}</div>'
         body = "".join(hits) or (
             f"<p>Nothing in the cache matches {esc(query)}.</p>{about}"
