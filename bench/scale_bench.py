@@ -369,6 +369,9 @@ def phase_measure(directory: Path, seed: int) -> dict:
     written = _wchar() - wrote
     first_after = _timed(lambda: index.exact(rng.choice(keys)))
     second_after = _timed(lambda: index.exact(rng.choice(keys)))
+    amortized = amortized_writes(journal, size)
+    captures = read_meta(directory).get("captures") or 0
+    amortized_10m = amortized_writes(journal, size * 10_000_000 // captures) if captures else None
     more = new_captures(store, urls, rng, bodies)
     index.add(more)
     concurrent = lookups_during_compaction(index, keys)
@@ -377,7 +380,37 @@ def phase_measure(directory: Path, seed: int) -> dict:
             "appended": len(new), "journal_bytes": journal, "compacted": count,
             "compact_s": compact_s, "compact_cpu": compact_cpu, "written": written,
             "first_after": first_after, "second_after": second_after,
-            "concurrent": concurrent, "rss_kb": peak_rss_kb()}  # fmt: skip
+            "concurrent": concurrent, "rss_kb": peak_rss_kb(),
+            "amortized": amortized, "amortized_10m": amortized_10m}  # fmt: skip
+
+
+def amortized_writes(journal: int, size: int) -> float | None:
+    """Bytes the index writes for each byte of lines added while it grows to ``size`` in
+    compactions of ``journal`` bytes, by the merge rule of the code measured (``None``: a
+    version that rewrites the whole index every time, whose cost per capture at this size is
+    the one compaction measured)."""
+    try:
+        from wwwproxy.archive.cdxj.runs import runs_to_merge
+    except ImportError:
+        return None
+    runs: list[int] = []
+    written = added = 0
+    while added < size:
+        added += journal
+        merged = runs_to_merge(journal, runs)
+        runs = [journal + sum(runs[:merged]), *runs[merged:]]
+        written += runs[0]
+    return written / added
+
+
+def _amortized(m: dict, line: float) -> str:
+    """The amortized cost of the merge rule, at this size and at ten million captures."""
+    if m.get("amortized") is None:
+        return ""
+    text = f"; over the index's growth: {m['amortized'] * line / 1024:.1f} KB"
+    if m.get("amortized_10m") is not None:
+        text += f", to 10M captures {m['amortized_10m'] * line / 1024:.1f} KB"
+    return text
 
 
 def read_meta(directory: Path) -> dict:
@@ -494,7 +527,8 @@ def index_rows(m: dict | None) -> list[tuple[str, str, str]]:
         ),
         (
             "bytes rewritten per recorded capture",
-            f"{per_capture / 1024:,.0f} KB ({per_capture / line:,.0f}x its {line:.0f}-byte line)",
+            f"{per_capture / 1024:,.0f} KB ({per_capture / line:,.0f}x its {line:.0f}-byte line)"
+            + _amortized(m, line),
             TARGETS["bytes"],
         ),
         (

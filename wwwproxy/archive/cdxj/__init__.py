@@ -3,10 +3,11 @@
 Pure index logic plus thin file I/O; nothing here knows about WARC. The searchable keys (SURT)
 arrive as ready strings from the URL layer; a record's ``ref`` names the WARC file and offset.
 
-On disk (``Index``): a sorted index file (``index.cdxj``) searched by binary search over byte
-offsets, never read whole, and an append-only journal (``journal.cdxj``) that ``compact()``
-merges into a new sorted index with an atomic rename. Lookups consult both, so a record is
-visible as soon as ``add()`` returns.
+On disk (``Index``): sorted files (``index.cdxj`` and newer runs ``run-<time>.cdxj``) searched
+through sparse indexes of their keys, never read whole, and an append-only journal
+(``journal.cdxj``) that ``compact()`` turns into a new sorted run, merged with the newest runs
+while they are small (:mod:`.runs`). Lookups consult them all, so a record is visible as soon
+as ``add()`` returns.
 
 Lines are compared as UTF-8 bytes without their newline, which is what ``LC_ALL=C sort`` does.
 Because the space (0x20) sorts below every byte a key may contain, byte order of whole lines is
@@ -17,6 +18,7 @@ The work is split by job, as pywb splits its indexing:
 - :mod:`.line`: the line format (a record line and the header line), parsing and validation;
 - :mod:`.read`: reading CDXJ files (header block, strict or tolerant iteration, journals, checks);
 - :mod:`.merge`: byte-order sorting and merging, external sort, atomic replacement of a file;
+- :mod:`.runs`: the sorted runs: when they are merged, their kept samples and Bloom filters;
 - :mod:`.index`: the on-disk index (binary search, journal appends, compaction, lookups).
 
 The public names are all importable from here.

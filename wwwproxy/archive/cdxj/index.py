@@ -1,9 +1,12 @@
-"""The on-disk CDXJ index: a sorted file searched through a sparse index, plus a journal.
+"""The on-disk CDXJ index: sorted runs searched through sparse indexes, plus a journal.
 
-``index.cdxj`` is never read whole: lookups bisect a sparse in-memory index of its keys (one per
-8 KiB, ``read.IndexFile``) and read one block. New records are appended to ``journal.cdxj``
-(durably, under ``flock``) and are visible at once, since lookups consult both;
-``Index.compact()`` merges the journal into a new sorted index with an atomic rename.
+``index.cdxj`` and the newer runs ``run-<time>.cdxj`` are never read whole: lookups bisect a
+sparse in-memory index of each one's keys (one per 8 KiB, ``read.IndexFile``, kept beside the
+file by its writer) and read one block; an exact lookup skips the runs whose Bloom filter says
+they lack its key. New records are appended to ``journal.cdxj`` (durably, under ``flock``) and
+are visible at once, since lookups consult it too; ``Index.compact()`` turns the journal into a
+new run, merged with the newest runs while they are small beside the next older one
+(``runs.runs_to_merge``), or into a new ``index.cdxj`` when the merge reaches it.
 
 Changes on disk show at once, whichever process made them: every lookup ``stat``-s the directory
 (a journal made, sealed or removed, or an index renamed in, changes its mtime) and, while that
@@ -201,13 +204,16 @@ class _JournalRead:
 
 
 class Index:
-    """The CDXJ index of a cache: ``index.cdxj`` (sorted) plus ``journal.cdxj`` (appended).
+    """The CDXJ index of a cache: ``index.cdxj`` and runs (sorted) plus ``journal.cdxj``
+    (appended).
 
     Crash safety: ``compact()`` first renames the journal to a sealed name, merges sealed
-    journals and the index into a temp file, fsyncs, renames it over the index, and only then
-    deletes the sealed journals. Lookups read the active journal, the sealed journals and the
-    index (in that order, so a concurrent compaction never hides a record), and drop identical
-    lines, so a crash at any point loses nothing and duplicates nothing.
+    journals and the runs it merges into a temp file, fsyncs, renames it in (a new run, or
+    over the index), and only then deletes the sealed journals and the merged runs. Lookups
+    read the active journal, the sealed journals and the sorted files (in that order, so a
+    concurrent compaction never hides a record; a run merged away under a lookup makes it list
+    the files again), and drop identical lines, so a crash at any point loses nothing and
+    duplicates nothing.
 
     Writers and compaction coordinate with ``flock`` and so may be in different processes.
     ``block_size`` is the spacing of the sparse index's samples (``IndexFile``; tests make it
