@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -343,3 +344,30 @@ def test_an_index_made_by_an_older_version_gets_its_samples_kept_once(
     assert again.from_keys()
     assert list(again.lines(b"(com,old,)/00042 ")) == list(first.lines(b"(com,old,)/00042 "))
     assert Index(tmp_path).exact("(com,old,)/02999") == [rec("(com,old,)/02999")]
+
+
+def test_a_large_file_let_go_is_closed_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing a replaced file's last descriptor frees its cached pages (slow for a large
+    file): done by a thread of its own, not by the lookup that let go of it, and never left
+    open."""
+    from wwwproxy.archive.cdxj import read
+
+    monkeypatch.setattr(read, "_CLOSE_APART_OVER", 0)
+    path = tmp_path / "index.cdxj"
+    write_index(path, [rec(f"(com,a,)/{n}") for n in range(100)])
+    file = IndexFile(path)
+    fd = file._current().fd  # type: ignore[union-attr]
+    os.fstat(fd)
+    del file
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.fstat(fd)
+        except OSError:
+            break
+        time.sleep(0.01)
+    with pytest.raises(OSError):
+        os.fstat(fd)
+    assert any(t.name == "cdxj-closer" for t in threading.enumerate())

@@ -9,9 +9,11 @@ them instead.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import logging
 import os
+import queue
 import sys
 import threading
 from array import array
@@ -239,6 +241,7 @@ _FANOUT = 64  # keys per entry of the sparse index's top level
 #: a file this large sampled on opening (one made by an older version, or by another tool)
 #: gets its samples kept beside it, so that the next opening reads those instead
 _KEEP_SAMPLES_OVER = 16 << 20
+_CLOSE_APART_OVER = 16 << 20  # a file this large is closed by _Closer
 _Ident = tuple[int, int, int, int, int]
 
 
@@ -273,6 +276,36 @@ def _data_start(fd: int, source: str) -> int:
         lineno += 1
         headers.feed(line.rstrip(b"\n"), lineno)
         start += len(line)
+
+
+class _Closer:
+    """Closes descriptors in a thread of its own: closing the last descriptor of a file that
+    was replaced or removed frees its cached pages, about 45 ms for every 400 MB, and that must
+    not fall on the lookup that happened to let go of the file last."""
+
+    def __init__(self) -> None:
+        self._fds: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def close(self, fd: int) -> None:
+        self._fds.put(fd)
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="cdxj-closer", daemon=True
+                    )
+                    self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            fd = self._fds.get()
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+_closer = _Closer()
 
 
 class _Snapshot:
@@ -330,7 +363,10 @@ class _Snapshot:
         return start, keys, offsets
 
     def __del__(self, _close: Callable[[int], None] = os.close) -> None:
-        _close(self.fd)  # (os.close bound early: this may run at interpreter exit)
+        if self.size >= _CLOSE_APART_OVER:
+            _closer.close(self.fd)
+        else:
+            _close(self.fd)  # (os.close bound early: this may run at interpreter exit)
 
     def _line_start(self, at: int) -> int:
         """The first line start at or after ``at`` (the file size if there is none)."""
