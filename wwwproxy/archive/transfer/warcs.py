@@ -245,6 +245,14 @@ class _Body:
         with open_payload(record) as stream:
             return cls._fill(spool, iter(lambda: stream.read(_CHUNK), b""))
 
+    def copy(self, tmp_dir: Path) -> _Body:
+        """The same body in a spool of its own."""
+        self.data.seek(0)
+        return _Body._fill(
+            tempfile.SpooledTemporaryFile(max_size=_SPOOL_MEMORY, dir=str(tmp_dir)),  # noqa: SIM115
+            iter(lambda: self.data.read(_CHUNK), b""),
+        )
+
     @classmethod
     def _fill(cls, spool: IO[bytes], chunks: Iterator[bytes]) -> _Body:
         sha, length = hashlib.sha1(), 0
@@ -363,16 +371,20 @@ class _Batches:
     def __init__(self, store: Store, report: WarcImport, originals: _Originals) -> None:
         self.store, self.report, self.originals = store, report, originals
         self.pending: list[_Exchange] = []
+        #: the pending exchanges by the input's record ID of their response
+        self.by_id: dict[str, _Exchange] = {}
         self.pending_bytes = 0
 
     def add(self, exchange: _Exchange) -> None:
         self.pending.append(exchange)
+        self.by_id[exchange.source_id] = exchange
         self.pending_bytes += exchange.body.length
         if len(self.pending) >= BATCH_EXCHANGES or self.pending_bytes >= BATCH_BYTES:
             self.flush()
 
     def flush(self) -> None:
         batch, self.pending, self.pending_bytes = self.pending, [], 0
+        self.by_id = {}
         by_file: dict[Path, list[_Exchange]] = {}
         for exchange in batch:
             by_file.setdefault(self.store.path_for(exchange.url, exchange.key), []).append(exchange)
@@ -529,6 +541,10 @@ class _Reader:
         except InvalidURL as exc:
             raise _Skip(f"its URI cannot be used: {exc}") from None
         payload = record
+        twin = self.batches.by_id.get(record.refers_to or "")
+        if record.rec_type == "revisit" and twin is not None and record.http_head:
+            # its original is in the batch not written yet: the same body once more
+            return self._made(record, url, record, twin.body.copy(self.store.tmp_dir))
         if record.rec_type == "revisit":
             original = self.originals.find(self.store, record)
             if original is None and self.batches.pending:  # in the batch not written yet?
@@ -538,6 +554,23 @@ class _Reader:
                 raise _Skip("a revisit whose original is neither in the import nor in the cache")
             payload = original
         heads = record if record.http_head or payload is record else payload
+        chunked = (
+            payload is record
+            and "chunked" in (_header(heads.http_headers, "transfer-encoding") or "").lower()
+        )
+        return self._made(record, url, heads, _Body.read(payload, chunked, self.store.tmp_dir))
+
+    def _made(self, record: StoredRecord, url: URL, heads: StoredRecord, body: _Body) -> _Exchange:
+        """The exchange of ``record`` (its status and headers those of ``heads``) with ``body``."""
+        try:
+            return self._exchange_of(record, url, heads, body)
+        except BaseException:
+            body.data.close()
+            raise
+
+    def _exchange_of(
+        self, record: StoredRecord, url: URL, heads: StoredRecord, body: _Body
+    ) -> _Exchange:
         version, status, reason = _status_line(heads)
         if status < 200:
             raise _Skip("a 1xx interim answer")
@@ -546,12 +579,7 @@ class _Reader:
         except ValueError as exc:
             raise _Skip(str(exc)) from None
         request, key = _request_of(self._request_for(record), url)
-        headers = list(heads.http_headers)
-        chunked = (
-            payload is record and "chunked" in (_header(headers, "transfer-encoding") or "").lower()
-        )
-        body = _Body.read(payload, chunked, self.store.tmp_dir)
-        headers = [(str(n), str(v)) for n, v in sanitize_headers(headers)]
+        headers = [(str(n), str(v)) for n, v in sanitize_headers(heads.http_headers)]
         headers = fit_content_length(headers, body.length)
         return _Exchange(
             url, key, date, request, status, reason, version, headers, body,
@@ -593,7 +621,6 @@ def import_warcs(
                     if progress is not None and now - last >= 1:
                         progress(report, now - start)
                         last = now
-                batches.flush()  # a WACZ member's copy goes: its payloads are in by then
         except (OSError, zipfile.BadZipFile) as exc:
             report.damaged.append(f"{source}: cannot be read: {exc}")
     batches.flush()
