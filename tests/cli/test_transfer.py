@@ -152,3 +152,41 @@ def test_import_wwwoffle_not_a_spool(capsys: pytest.CaptureFixture[str], tmp_pat
     (tmp_path / "empty").mkdir()
     code, _, err = _run(capsys, "import-wwwoffle", "--cache", tmp_path / "c", tmp_path / "empty")
     assert code == 2 and "not a WWWOFFLE spool" in err
+
+
+def test_import_warcs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A WARC imported: the report, exit 0; again: all skipped as held already; a truncated
+    one: what came before the tear, exit 1; not a WARC: exit 2 and nothing imported."""
+    first = _cache(tmp_path / "first")
+    warcs = tmp_path / "warcs"
+    warcs.mkdir()
+    whole = b"".join(p.read_bytes() for p in Store(first).warc_files())
+    (warcs / "all.warc.gz").write_bytes(whole)
+    cache = tmp_path / "cache"
+    code, out, err = _run(capsys, "import", "--cache", cache, warcs)
+    assert code == 0, err
+    assert out == ""
+    assert "3 captures imported from 6 records in 1 WARC file, 0 skipped, 0 damaged files" in err
+    assert "1/1 files, 6 records, 3 captures recorded" in err  # the progress line
+
+    code, out, err = _run(capsys, "import", "--cache", cache, warcs / "all.warc.gz")
+    assert code == 0, err
+    assert out.startswith("skipped\t3\ta capture the cache holds already\t(e.g. ")
+    assert "0 captures imported" in err
+
+    cut = tmp_path / "cut.warc.gz"
+    cut.write_bytes(whole[:-7])
+    code, out, err = _run(capsys, "import", "--cache", tmp_path / "other", cut)
+    assert code == 1
+    assert f"damaged\t{cut}: at offset " in out and "torn write" in out
+    assert "2 captures imported" in err
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello")
+    code, out, err = _run(capsys, "import", "--cache", tmp_path / "third", cut, notes)
+    assert code == 2
+    assert err == (
+        f"wwwproxy import: {notes}: not a WARC (.warc, .warc.gz) or WACZ (.wacz) file; "
+        "nothing was imported\n"
+    )
+    assert not list(Store(tmp_path / "third").warc_files())

@@ -7,12 +7,16 @@ its CDXJ index and itself as the :class:`CacheFiles` to read."""
 from __future__ import annotations
 
 import contextlib
+import os
+import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from ..url import surt
 from .cdxj import CDXJError, CDXJRecord, Index, make_ref
+from .cdxj.merge import DEFAULT_RUN_LINES, _external_sort
 from .errors import StoreError
 from .warc import (
     RecordInfo,
@@ -123,15 +127,118 @@ def rebuild_index(
     return count, problems
 
 
+#: index refs held in memory per sorted run while ``check`` sorts them (:func:`check_index`)
+CHECK_RUN_LINES = DEFAULT_RUN_LINES
+#: what separates the fields of a sorted ref (none of them holds it)
+_SEP = b"\x00"
+
+
+def _place_key(path: Path, offset: int) -> bytes:
+    """(cache file, offset) as bytes that sort as :meth:`CacheFiles.warc_files` walks the
+    files (folder by folder: a path's parts joined by a byte below any other) and then by
+    offset."""
+    return os.fsencode(path).replace(b"/", _SEP) + _SEP + _SEP + b"%020d" % offset
+
+
+@dataclass(frozen=True)
+class _Ref:
+    """An index line's claim: at ``offset`` in ``path`` is a ``record_type`` record of ``uri``
+    (``where``: the line's file and number; ``ref``: as the line writes it)."""
+
+    place: bytes
+    path: Path
+    offset: int
+    where: str
+    record_type: str
+    uri: str
+    ref: str
+
+    def encode(self) -> bytes:
+        fields = (self.where, self.record_type, self.uri, self.ref)
+        return self.place + _SEP + _SEP.join(os.fsencode(f) for f in fields)
+
+    @classmethod
+    def decode(cls, line: bytes) -> _Ref:
+        head, _, rest = line.partition(_SEP + _SEP)
+        offset, where, record_type, uri, ref = rest.split(_SEP, 4)
+        path = Path(os.fsdecode(head.replace(_SEP, b"/")))
+        return cls(
+            head + _SEP + _SEP + offset,
+            path,
+            int(offset),
+            *(os.fsdecode(f) for f in (where, record_type, uri, ref)),
+        )
+
+
 def check_index(index: Index, files: CacheFiles) -> list[str]:
     """Every index problem: malformed or unsorted lines, refs to missing files or to
     offsets that hold no matching record, and cache records the index lacks.
 
-    The cache files are read once (the scan a rebuild makes); only a line whose ref the
-    scan did not find is looked up on its own, to say what is wrong with it."""
+    In memory that does not grow with the index: the lines' refs are sorted (externally,
+    spilled to a temporary dot-folder beside the index's folder, which no scan of the cache
+    files enters) by cache file and offset, and merged
+    with one scan of the cache files in that order (the scan a rebuild makes); only a line
+    whose ref the scan did not find is looked up on its own, to say what is wrong with it."""
     problems = index.check()
-    #: (cache file, offset) -> (where, the line) for every index line that names a cache file
-    wanted: dict[tuple[str, int], tuple[str, CDXJRecord]] = {}
+    with tempfile.TemporaryDirectory(prefix=".check-", dir=Path(index.directory).parent) as tmp:
+        refs = _external_sort(_refs(index, files, problems), tmp, CHECK_RUN_LINES)
+        scan_problems: list[str] = []
+        claims = _Claims(_Ref.decode(line) for line in refs)
+        for path, line in _scan_files(files, scan_problems):
+            ref = line.warcfile
+            if ref is None:
+                continue
+            place = _place_key(path, ref[1])
+            for claim in claims.before(place):
+                problems.extend(_unmatched(claim))
+            found = claims.at(place)
+            if not found:
+                problems.append(f"{ref[0]}#{ref[1]}: record not in the index ({line.uri})")
+            for claim in found:
+                if line.record_type != claim.record_type:
+                    problems.append(
+                        f"{claim.where}: ref {claim.ref} is a {line.record_type} record, "
+                        f"the line says {claim.record_type}"
+                    )
+                if line.uri != claim.uri:
+                    problems.append(
+                        f"{claim.where}: ref {claim.ref} holds another URL ({line.uri})"
+                    )
+        for claim in claims.rest():  # no indexed record there: read it to say why
+            problems.extend(_unmatched(claim))
+    return problems + scan_problems
+
+
+class _Claims:
+    """The sorted refs, taken in order as the scan passes their places."""
+
+    def __init__(self, refs: Iterator[_Ref]) -> None:
+        self._refs = refs
+        self._next: _Ref | None = next(refs, None)
+
+    def _take(self) -> _Ref:
+        assert self._next is not None
+        taken, self._next = self._next, next(self._refs, None)
+        return taken
+
+    def before(self, place: bytes) -> Iterator[_Ref]:
+        while self._next is not None and self._next.place < place:
+            yield self._take()
+
+    def at(self, place: bytes) -> list[_Ref]:
+        found = []
+        while self._next is not None and self._next.place == place:
+            found.append(self._take())
+        return found
+
+    def rest(self) -> Iterator[_Ref]:
+        while self._next is not None:
+            yield self._take()
+
+
+def _refs(index: Index, files: CacheFiles, problems: list[str]) -> Iterator[bytes]:
+    """Every index line's ref as a sortable :class:`_Ref`; lines whose ref names no cache
+    file of ours are said in ``problems``."""
     for source, lineno, record in _index_lines(index):
         where = f"{source}:{lineno}"
         ref = record.warcfile
@@ -143,46 +250,25 @@ def check_index(index: Index, files: CacheFiles) -> list[str]:
         except StoreError as exc:
             problems.append(f"{where}: ref {record.ref}: {exc}")
             continue
-        wanted[(str(path), ref[1])] = (where, record)
-    scan_problems: list[str] = []
-    seen: set[tuple[str, int]] = set()
-    for path, line in _scan_files(files, scan_problems):
-        ref = line.warcfile
-        if ref is None:
-            continue
-        place = (str(path), ref[1])
-        seen.add(place)
-        if place not in wanted:
-            problems.append(f"{ref[0]}#{ref[1]}: record not in the index ({line.uri})")
-            continue
-        where, record = wanted[place]
-        if line.record_type != record.record_type:
-            problems.append(
-                f"{where}: ref {record.ref} is a {line.record_type} record, "
-                f"the line says {record.record_type}"
-            )
-        if line.uri != record.uri:
-            problems.append(f"{where}: ref {record.ref} holds another URL ({line.uri})")
-    for place, (where, record) in wanted.items():
-        if place not in seen:  # no indexed record there: read it to say why
-            problems.extend(_unmatched(where, record, Path(place[0]), place[1]))
-    return problems + scan_problems
+        place = _place_key(path, ref[1])
+        yield _Ref(place, path, ref[1], where, record.record_type, record.uri, record.ref).encode()
 
 
-def _unmatched(where: str, record: CDXJRecord, path: Path, offset: int) -> list[str]:
+def _unmatched(claim: _Ref) -> list[str]:
     """What is wrong with an index line whose ref the scan found no indexed record at."""
+    where = claim.where
     try:
-        stored = read_record_at(path, offset)
+        stored = read_record_at(claim.path, claim.offset)
     except (WARCFormatError, OSError) as exc:
-        return [f"{where}: ref {record.ref}: {exc}"]
-    if stored.rec_type != record.record_type:
+        return [f"{where}: ref {claim.ref}: {exc}"]
+    if stored.rec_type != claim.record_type:
         return [
-            f"{where}: ref {record.ref} is a {stored.rec_type} record, "
-            f"the line says {record.record_type}"
+            f"{where}: ref {claim.ref} is a {stored.rec_type} record, "
+            f"the line says {claim.record_type}"
         ]
-    if (stored.archive_key or stored.target_uri) != record.uri:
-        return [f"{where}: ref {record.ref} holds another URL ({stored.target_uri})"]
-    return [f"{where}: ref {record.ref}: the record there could not be indexed"]
+    if (stored.archive_key or stored.target_uri) != claim.uri:
+        return [f"{where}: ref {claim.ref} holds another URL ({stored.target_uri})"]
+    return [f"{where}: ref {claim.ref}: the record there could not be indexed"]
 
 
 def _index_lines(index: Index) -> Iterator[tuple[str, int, CDXJRecord]]:

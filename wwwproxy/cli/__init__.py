@@ -31,7 +31,7 @@ from .fetch import (
 from .loop import run as run_loop
 from .monitor import add_monitor_parser
 from .purge import add_purge_parser
-from .transfer import add_export_parser, add_import_parser
+from .transfer import add_export_parser, add_import_parser, add_import_warcs_parser
 
 __all__ = ["main"]
 
@@ -412,6 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_purge_parser(sub)
     add_export_parser(sub)
     add_import_parser(sub)
+    add_import_warcs_parser(sub)
     return parser
 
 

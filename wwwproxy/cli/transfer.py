@@ -1,7 +1,8 @@
-"""``wwwproxy export`` (a WACZ, or a pywb collection) and ``wwwproxy import-wwwoffle`` (a
-WWWOFFLE spool into the cache): argument parsing and the report each prints.
+"""``wwwproxy export`` (a WACZ, or a pywb collection), ``wwwproxy import`` (WARC, WACZ and
+pywb collections into the cache) and ``wwwproxy import-wwwoffle`` (a WWWOFFLE spool into the
+cache): argument parsing and the report each prints.
 
-The work is in :mod:`wwwproxy.archive.transfer`; the import goes through the services
+The work is in :mod:`wwwproxy.archive.transfer`; the WWWOFFLE import goes through the services
 ``serve`` builds, so the pages it records are in the search index too.
 """
 
@@ -15,12 +16,13 @@ from pathlib import Path
 from ..archive.cdxj import CDXJError
 from ..archive.store import Store, StoreError
 from ..archive.transfer import ExportError, Selection, export_pywb, export_wacz, parse_since
+from ..archive.transfer.warcs import ImportError_, WarcImport, import_warcs
 from ..archive.transfer.wwwoffle import ImportReport, SpoolError, import_spool
 from ..config import ConfigError
 from .fetch import SubParsers, _config, add_config_options
 from .loop import run as run_loop
 
-__all__ = ["add_export_parser", "add_import_parser"]
+__all__ = ["add_export_parser", "add_import_parser", "add_import_warcs_parser"]
 
 
 def _err(command: str, message: object) -> int:
@@ -158,4 +160,69 @@ def add_import_parser(sub: SubParsers) -> argparse.ArgumentParser:
     add_config_options(p)
     p.add_argument("spool", metavar="SPOOL_DIR", help="the spool (e.g. /var/spool/wwwoffle)")
     p.set_defaults(func=cmd_import_wwwoffle)
+    return p
+
+
+def _progress(report: WarcImport, seconds: float) -> None:
+    """The progress line: rewritten in place on a terminal, a line at a time otherwise."""
+    rate = report.payload_bytes / 1e6 / seconds if seconds > 0 else 0.0
+    line = (
+        f"{report.files}/{report.inputs} files, {report.records} records, "
+        f"{report.imported} captures recorded, {rate:.1f} MB/s"
+    )
+    end = "\r" if sys.stderr.isatty() else "\n"
+    print(line, end=end, file=sys.stderr, flush=True)
+
+
+def _print_import(report: WarcImport) -> None:
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    for reason, count in sorted(report.skipped.items(), key=lambda item: -item[1]):
+        places = ", ".join(report.examples.get(reason, []))
+        print(f"skipped\t{count}\t{reason}\t(e.g. {places})")
+    for problem in report.damaged:
+        print(f"damaged\t{problem}")
+    print(
+        f"{_size(report.imported, 'capture')} imported from {_size(report.records, 'record')} "
+        f"in {_size(report.files, 'WARC file')}, {sum(report.skipped.values())} skipped, "
+        f"{_size(len(report.damaged), 'damaged file')}",
+        file=sys.stderr,
+    )
+
+
+def cmd_import_warcs(args: argparse.Namespace) -> int:
+    """Import WARC files, WACZ files and pywb collections into the cache."""
+    try:
+        root = _config(args).cache
+    except ConfigError as exc:
+        return _err("import", exc)
+    try:
+        report = import_warcs(Store(root), [Path(p) for p in args.paths], _progress)
+    except ImportError_ as exc:
+        return _err("import", f"{exc}; nothing was imported")
+    except (OSError, StoreError, CDXJError) as exc:
+        return _err("import", f"cannot use the cache {root}: {exc}")
+    _print_import(report)
+    return 1 if report.damaged else 0
+
+
+def add_import_warcs_parser(sub: SubParsers) -> argparse.ArgumentParser:
+    """``wwwproxy import``."""
+    p = sub.add_parser(
+        "import",
+        help="import WARC files, WACZ files and pywb collections into the cache",
+        description="Record every HTTP(S) response of the WARC files (.warc, .warc.gz), WACZ "
+        "files and directories named (searched recursively: a pywb collection, a folder of "
+        "WARCs) into the cache, each at its own time under the key the proxy looks it up "
+        "by, so that it is served offline. Revisits get their original's payload; chunked "
+        "bodies are stored de-chunked. Prints a progress line, then one line per kind of "
+        "record skipped (with how many and where) and per damaged file. Importing the same "
+        "files again records nothing twice. Exit status 2 (nothing imported) if a name is "
+        "missing, not a WARC or WACZ, or a directory without any; 1 if a file could be read "
+        "only in part (truncated or corrupt: what it held before the damage is imported); "
+        "0 otherwise.",
+    )
+    add_config_options(p)
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="WARC, WACZ, or a directory")
+    p.set_defaults(func=cmd_import_warcs)
     return p

@@ -365,3 +365,56 @@ def test_newest_response_leaves_older_records_unparsed(tmp_path):
     assert read_all(cached.open_body()) == b"second" and problems == []
     every: list[W.WARCFormatError] = []
     assert len(list(W.read_records(path, every))) == 4 and len(every) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# WARC files other tools wrote: uncompressed (.warc), URIs in angle brackets (WARC 1.0)
+
+
+@pytest.mark.parametrize(
+    ("value", "bare"),
+    [
+        ("<http://example.com/>", "http://example.com/"),
+        ("http://example.com/", "http://example.com/"),
+        ("<>", ""),
+        ("<", "<"),
+        ("<metadata://x>", "metadata://x"),
+        (None, None),
+    ],
+)
+def test_bare_uri(value, bare):
+    assert W.bare_uri(value) == bare
+
+
+def test_an_uncompressed_warc_is_read_record_by_record(tmp_path):
+    data = plain_warc() * 2
+    path = tmp_path / "two.warc"
+    path.write_bytes(data)
+    stored, problems = file_records(path)
+    assert problems == [] and [s.offset for s in stored] == [0, len(data) // 2]
+    assert [read_all(W.open_payload(s)) for s in stored] == [b"hi", b"hi"]
+    assert W.read_record_at(path, len(data) // 2).target_uri == URI
+    # the same bytes named .warc.gz are not gzip: refused as before
+    gz = tmp_path / "two.warc.gz"
+    gz.write_bytes(data)
+    assert file_records(gz)[1][0].kind == "corrupt"
+    # cut: the first record is read, the second is torn
+    path.write_bytes(data[:-3])
+    stored, problems = file_records(path)
+    assert len(stored) == 1 and problems[0].kind == "torn" and problems[0].offset == len(data) // 2
+    path.write_bytes(b"not a warc at all\r\n\r\n")
+    assert file_records(path)[1][0].kind == "corrupt"
+
+
+def test_a_target_uri_in_angle_brackets_is_read_and_its_digest_checks(tmp_path):
+    """wget writes ``WARC-Target-URI: <http://...>``: not taken as an HTTP record, its HTTP
+    head counted as payload, every payload digest failed."""
+    raw = plain_warc().replace(
+        f"WARC-Target-URI: {URI}".encode(), f"WARC-Target-URI: <{URI}>".encode()
+    )
+    path = tmp_path / "wget.warc"
+    path.write_bytes(raw)
+    stored, problems = file_records(path)
+    assert problems == []
+    assert stored[0].target_uri == URI and stored[0].status == 200
+    assert read_all(W.open_payload(stored[0])) == b"hi"

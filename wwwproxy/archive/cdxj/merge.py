@@ -60,8 +60,13 @@ def _write_run(directory: str, lines: list[bytes]) -> str:
     return path
 
 
+#: read buffer of each sorted run while they are merged: all of them are open at once, so a
+#: large one would make the merge's memory grow with the number of runs
+_RUN_READ_BUFFER = 64 * 1024
+
+
 def _read_run(path: str) -> Iterator[bytes]:
-    with open(path, "rb", buffering=1 << 20) as f:
+    with open(path, "rb", buffering=_RUN_READ_BUFFER) as f:
         for raw in f:
             yield raw[:-1]
 

@@ -35,7 +35,13 @@ from ...url.requestkey import request_key
 from ..cdxj import parse_timestamp
 from ..outgoing import OutgoingQueue, QueuedRequest
 from ..store import Store, StoreError
-from ..warc import ORIG_HEADER_PREFIX, HTTPRequest, HTTPResponse, WARCWriteError, sanitize_headers
+from ..warc import (
+    HTTPRequest,
+    HTTPResponse,
+    WARCWriteError,
+    fit_content_length,
+    sanitize_headers,
+)
 
 __all__ = [
     "ImportReport",
@@ -239,17 +245,6 @@ class _Pages:
                 self._store(url, key, int(status), reason, version, headers, body, date)
         self.report.pages.append(Imported(url.canonical, int(status), date))
 
-    @staticmethod
-    def _fix_length(headers: list[tuple[str, str]], size: int) -> list[tuple[str, str]]:
-        """A Content-Length that is not the stored body's (a de-chunked or cut body) is kept
-        only as ``X-Archive-Orig-Content-Length``: replaying it would break the answer."""
-        length = _header(headers, "content-length")
-        if length is None or length.strip() == str(size):
-            return headers
-        return [
-            (ORIG_HEADER_PREFIX + n if n.lower() == "content-length" else n, v) for n, v in headers
-        ]
-
     @contextlib.contextmanager
     def _body(
         self, f: BinaryIO, headers: list[tuple[str, str]]
@@ -257,7 +252,7 @@ class _Pages:
         """The body to store (uncompressed if WWWOFFLE compressed it) and its headers."""
         pragma = _header(headers, "pragma") or ""
         if not (_COMPRESSED in pragma.lower() and _header(headers, "content-encoding")):
-            yield f, self._fix_length(headers, os.fstat(f.fileno()).st_size - f.tell())
+            yield f, fit_content_length(headers, os.fstat(f.fileno()).st_size - f.tell())
             return
         headers = _without(_without(headers, "pragma", _COMPRESSED), "content-encoding")
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL, dir=str(self.store.tmp_dir)) as spool:
@@ -268,7 +263,7 @@ class _Pages:
                 raise SpoolError(f"its body, compressed by WWWOFFLE, is damaged: {exc}") from None
             size = spool.tell()
             spool.seek(0)
-            yield spool, self._fix_length(headers, size)
+            yield spool, fit_content_length(headers, size)
 
     def _store(
         self,

@@ -25,6 +25,7 @@ from .build import (
     HTTPResponse,
     PendingRecord,
     build_exchange,
+    fit_content_length,
     sanitize_headers,
 )
 from .read import (
@@ -44,6 +45,7 @@ from .record import (
     StoredRecord,
     WARCFormatError,
     WARCWriteError,
+    bare_uri,
     format_warc_date,
     parse_warc_date,
     sha1_base32,
@@ -67,8 +69,10 @@ __all__ = [
     "WARCFormatError",
     "WARCWriteError",
     "append_exchange",
+    "bare_uri",
     "repair_file",
     "build_exchange",
+    "fit_content_length",
     "format_warc_date",
     "newest_response",
     "open_payload",

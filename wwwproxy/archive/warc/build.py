@@ -54,6 +54,7 @@ __all__ = [
     "HTTPResponse",
     "PendingRecord",
     "build_exchange",
+    "fit_content_length",
     "sanitize_headers",
 ]
 
@@ -91,6 +92,16 @@ def sanitize_headers(headers: Iterable[Header], *, content_decoded: bool = False
                 name = ORIG_HEADER_PREFIX + name
         out.append((name, value))
     return out
+
+
+def fit_content_length(headers: Sequence[tuple[str, str]], size: int) -> list[tuple[str, str]]:
+    """``headers`` for a stored body of ``size`` bytes: a ``Content-Length`` that is not its
+    length (a de-chunked or cut body) is kept only as ``X-Archive-Orig-Content-Length``, as
+    replaying it would break the answer."""
+    length = next((v for n, v in headers if n.lower() == "content-length"), None)
+    if length is None or length.strip() == str(size):
+        return list(headers)
+    return [(ORIG_HEADER_PREFIX + n if n.lower() == "content-length" else n, v) for n, v in headers]
 
 
 class _Head(NamedTuple):

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, BinaryIO, cast
 
+from .plain import GZIP_MAGIC, frame_plain
 from .record import (
     _RAW_CHUNK,
     _STATUS_LINE,
@@ -35,6 +36,7 @@ from .record import (
     _RecordError,
     _same_digest,
     _split_fields,
+    bare_uri,
     parse_warc_date,
 )
 
@@ -104,6 +106,17 @@ def _inflate(fh: BinaryIO, path: str, offset: int) -> Generator[bytes, None, int
     length = fed - len(d.unused_data)
     fh.seek(offset + length)
     return length
+
+
+def _frame(fh: BinaryIO, path: str, offset: int) -> Generator[bytes, None, int]:
+    """The record at ``offset``: a gzip member (:func:`_inflate`), or in a file named
+    ``*.warc`` a record that does not start as one, uncompressed (:func:`.plain.frame_plain`).
+    A ``.warc.gz`` file (every cache file) holds gzip members only."""
+    if path.endswith(".warc"):
+        fh.seek(offset)
+        if not GZIP_MAGIC.startswith(fh.read(len(GZIP_MAGIC))):
+            return frame_plain(fh, path, offset)
+    return _inflate(fh, path, offset)
 
 
 class _MemberReader:
@@ -194,7 +207,7 @@ def _parse_member(reader: _MemberReader, path: str, offset: int, verify: bool) -
     if not fields["content-length"].isdigit():
         raise _RecordError(f"bad Content-Length {fields['content-length']!r}")
     length = int(fields["content-length"])
-    uri = fields.get("warc-target-uri")
+    uri = bare_uri(fields.get("warc-target-uri"))
 
     block_check = _decode_digest(fields.get("warc-block-digest")) if verify else None
     payload_check = None
@@ -273,7 +286,7 @@ def _scan(
         fh.seek(offset)
         if not fh.read(1):
             return
-        reader = _MemberReader(_inflate(fh, path, offset))
+        reader = _MemberReader(_frame(fh, path, offset))
         try:
             if parse:
                 fields = _parse_member(reader, path, offset, verify)
@@ -329,7 +342,7 @@ def _record_at(fh: BinaryIO, spath: str, offset: int) -> StoredRecord:
     size = os.fstat(fh.fileno()).st_size
     if not 0 <= offset < size:
         raise WARCFormatError(spath, offset, f"offset outside the file ({size} bytes)", "record")
-    reader = _MemberReader(_inflate(fh, spath, offset))
+    reader = _MemberReader(_frame(fh, spath, offset))
     try:
         fields = _parse_member(reader, spath, offset, True)
     except _RecordError as bad:
@@ -346,7 +359,7 @@ class _PayloadReader(io.RawIOBase):
         self._path = record.path
         self._offset = record.offset
         self._fh = open(record.path, "rb")  # noqa: SIM115 (closed in close())
-        self._chunks = _inflate(self._fh, record.path, record.offset)
+        self._chunks = _frame(self._fh, record.path, record.offset)
         self._skip = record.payload_start
         self._remaining = record.payload_length
         self._buf = memoryview(b"")
@@ -400,6 +413,9 @@ def read_payload(record: StoredRecord) -> bytes:
     does (CRC, length and the closing CRLF CRLF checked); WARCFormatError if not (a file cut
     or changed since it was indexed).
     """
+    if record.path.endswith(".warc"):  # maybe uncompressed (:func:`_frame`): streamed
+        with open_payload(record) as stream:
+            return stream.read()
     fd = os.open(record.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))  # no file object
     try:
         data = os.pread(fd, record.length, record.offset)
@@ -573,7 +589,7 @@ class _LazyRecords:
         if i in self._parsed:
             return self._parsed[i]
         member = self._members[i]
-        reader = _MemberReader(_inflate(self._fh, self._path, member.offset))
+        reader = _MemberReader(_frame(self._fh, self._path, member.offset))
         record: StoredRecord | None = None
         try:
             fields = _parse_member(reader, self._path, member.offset, True)

@@ -25,6 +25,7 @@ __all__ = [
     "StoredRecord",
     "WARCFormatError",
     "WARCWriteError",
+    "bare_uri",
     "format_warc_date",
     "parse_warc_date",
     "sha1_base32",
@@ -164,6 +165,14 @@ def sha1_base32(digest: str | None) -> str | None:
     return base64.b32encode(decoded[1]).decode("ascii")
 
 
+def bare_uri(value: str | None) -> str | None:
+    """A URI field's value without the angle brackets WARC 1.0's grammar puts around it
+    (``WARC-Target-URI: <http://...>``, as wget writes it); WARC 1.1 writes it bare."""
+    if value is not None and len(value) > 1 and value[0] == "<" and value[-1] == ">":
+        return value[1:-1]
+    return value
+
+
 def _same_digest(a: str | None, b: str | None) -> bool:
     da, db = _decode_digest(a), _decode_digest(b)
     return da is not None and da == db
@@ -281,7 +290,7 @@ class RecordInfo:
 
     @property
     def refers_to_target_uri(self) -> str | None:
-        return self.warc_header("WARC-Refers-To-Target-URI")
+        return bare_uri(self.warc_header("WARC-Refers-To-Target-URI"))
 
     @property
     def refers_to_date(self) -> str | None:
