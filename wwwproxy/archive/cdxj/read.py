@@ -286,7 +286,8 @@ class _Closer:
     def __init__(self) -> None:
         self._fds: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        # (reentrant: a collection while it is held may let go of another file in this thread)
+        self._lock = threading.RLock()
 
     def close(self, fd: int) -> None:
         self._fds.put(fd)
@@ -362,11 +363,16 @@ class _Snapshot:
             pos = self._line_start(pos + block_size)
         return start, keys, offsets
 
-    def __del__(self, _close: Callable[[int], None] = os.close) -> None:
-        if self.size >= _CLOSE_APART_OVER:
+    def __del__(
+        self,
+        _close: Callable[[int], None] = os.close,
+        _finalizing: Callable[[], bool] = sys.is_finalizing,
+    ) -> None:
+        # (bound early: this may run at interpreter exit, when no thread may start)
+        if self.size >= _CLOSE_APART_OVER and not _finalizing():
             _closer.close(self.fd)
         else:
-            _close(self.fd)  # (os.close bound early: this may run at interpreter exit)
+            _close(self.fd)
 
     def _line_start(self, at: int) -> int:
         """The first line start at or after ``at`` (the file size if there is none)."""
