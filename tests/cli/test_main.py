@@ -204,6 +204,7 @@ def test_index_rebuild_and_check(tmp_path: Path) -> None:
     result = wwwproxy("index", "rebuild", "--cache", str(cache))
     assert result.returncode == 0, result.stderr
     assert b"3 records" in result.stdout
+    assert b"(3 files in " in result.stdout and b" files/s, 1 worker)" in result.stdout
     assert wwwproxy("index", "check", "--cache", str(cache)).returncode == 0
 
 

@@ -7,9 +7,13 @@ its CDXJ index and itself as the :class:`CacheFiles` to read."""
 from __future__ import annotations
 
 import contextlib
+import itertools
+import multiprocessing
 import os
 import tempfile
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -27,7 +31,16 @@ from .warc import (
     sha1_base32,
 )
 
-__all__ = ["INDEXED_TYPES", "CacheFiles", "check_index", "index_line", "rebuild_index", "scan"]
+__all__ = [
+    "INDEXED_TYPES",
+    "CacheFiles",
+    "ScanTally",
+    "check_index",
+    "index_line",
+    "rebuild_index",
+    "scan",
+    "scan_workers",
+]
 
 #: the record types the index has lines for
 INDEXED_TYPES = ("response", "revisit")
@@ -87,44 +100,158 @@ def _scan_files(
 ) -> Iterator[tuple[Path, CDXJRecord]]:
     """:func:`scan`'s lines, each with the cache file it was read from."""
     for path in files.warc_files():
-        if repaired is not None:
-            try:
-                end = repair_file(path)
-            except OSError as exc:
-                problems.append(f"{path}: cannot repair: {exc.strerror or exc}")
-            else:
-                if end == 0:
-                    repaired.append(f"{path}: held only a torn record: removed")
-                    continue
-                if end is not None:
-                    repaired.append(f"{path}: torn tail cut off at offset {end}")
-        name = files.warcfile_name(path)
-        found: list[WARCFormatError] = []
+        for line in _scan_file(path, files.warcfile_name(path), problems, repaired):
+            yield path, line
+
+
+def _scan_file(
+    path: Path, name: str, problems: list[str], repaired: list[str] | None
+) -> Iterator[CDXJRecord]:
+    """The index lines of one cache file (``warcfile:`` ``name``), its torn tail cut off
+    first if ``repaired`` is given; what cannot be read or indexed is said in ``problems``."""
+    if repaired is not None:
         try:
-            for rec in read_records(path, found):
-                if rec.rec_type not in INDEXED_TYPES:
-                    continue
-                key = rec.archive_key or rec.target_uri
-                if not key:
-                    problems.append(f"{path}: at offset {rec.offset}: record has no key or URI")
-                    continue
-                try:
-                    yield path, index_line(key, rec, name, rec.offset, rec.length)
-                except (CDXJError, ValueError) as exc:
-                    problems.append(f"{path}: at offset {rec.offset}: {exc}")
-        except OSError as exc:  # unreadable (permissions) or gone: the other files still count
-            problems.append(f"{path}: cannot read: {exc.strerror or exc}")
-        problems.extend(str(p) for p in found)
+            end = repair_file(path)
+        except OSError as exc:
+            problems.append(f"{path}: cannot repair: {exc.strerror or exc}")
+        else:
+            if end == 0:
+                repaired.append(f"{path}: held only a torn record: removed")
+                return
+            if end is not None:
+                repaired.append(f"{path}: torn tail cut off at offset {end}")
+    found: list[WARCFormatError] = []
+    try:
+        for rec in read_records(path, found):
+            if rec.rec_type not in INDEXED_TYPES:
+                continue
+            key = rec.archive_key or rec.target_uri
+            if not key:
+                problems.append(f"{path}: at offset {rec.offset}: record has no key or URI")
+                continue
+            try:
+                yield index_line(key, rec, name, rec.offset, rec.length)
+            except (CDXJError, ValueError) as exc:
+                problems.append(f"{path}: at offset {rec.offset}: {exc}")
+    except OSError as exc:  # unreadable (permissions) or gone: the other files still count
+        problems.append(f"{path}: cannot read: {exc.strerror or exc}")
+    problems.extend(str(p) for p in found)
+
+
+#: cache files a worker process scans per task (:func:`rebuild_index`)
+SCAN_CHUNK_FILES = 256
+#: chunks given out to the workers and not yet taken back, per worker: the bound on the
+#: scanned lines held in memory, whatever the size of the cache
+CHUNKS_IN_FLIGHT = 2
+
+#: a worker's task: cache files and their ``warcfile:`` names
+_Chunk = list[tuple[Path, str]]
+#: what a worker gives back for a chunk: its lines' bytes, problems and repairs
+_ChunkScan = tuple[list[bytes], list[str], list[str]]
+
+
+@dataclass
+class ScanTally:
+    """How a rebuild's scan went: the cache files it read, and the processes that read them
+    (1: the calling process alone)."""
+
+    files: int = 0
+    workers: int = 1
+
+
+def scan_workers() -> int:
+    """The worker processes a rebuild's scan uses by default: one per usable CPU."""
+    count = getattr(os, "process_cpu_count", os.cpu_count)()
+    return max(1, count or 1)
 
 
 def rebuild_index(
-    index: Index, files: CacheFiles, repaired: list[str] | None = None
+    index: Index,
+    files: CacheFiles,
+    repaired: list[str] | None = None,
+    *,
+    workers: int | None = None,
+    tally: ScanTally | None = None,
 ) -> tuple[int, list[str]]:
     """Rebuild the whole ``index`` from the cache files, cutting torn tails off them first
-    (what was cut is added to ``repaired``); returns (lines, problems)."""
+    (what was cut is added to ``repaired``); returns (lines, problems).
+
+    The files are read by ``workers`` processes (default :func:`scan_workers`), in chunks
+    of :data:`SCAN_CHUNK_FILES` taken in walk order, so the lines, problems and repairs are
+    those of a scan in one process; a cache of fewer than two chunks is read in this process
+    (starting workers would cost more). ``tally`` is told the files read and the workers."""
     problems: list[str] = []
-    count = index.rebuild(scan(files, problems, repaired if repaired is not None else []))
+    lines = _rebuild_lines(
+        files,
+        problems,
+        repaired if repaired is not None else [],
+        workers if workers is not None else scan_workers(),
+        tally if tally is not None else ScanTally(),
+    )
+    count = index.rebuild(lines)
     return count, problems
+
+
+def _rebuild_lines(
+    files: CacheFiles, problems: list[str], repaired: list[str], workers: int, tally: ScanTally
+) -> Iterator[CDXJRecord]:
+    """The rebuild's lines in walk order: read here, or by up to ``workers`` processes."""
+    chunks = _chunks(files, tally)
+    ahead = list(itertools.islice(chunks, max(workers, 2)))
+    if workers < 2 or sum(map(len, ahead)) < 2 * SCAN_CHUNK_FILES:
+        tally.workers = 1
+        for chunk in itertools.chain(ahead, chunks):
+            for path, name in chunk:
+                yield from _scan_file(path, name, problems, repaired)
+        return
+    tally.workers = min(workers, len(ahead))
+    yield from _scan_in_workers(itertools.chain(ahead, chunks), tally.workers, problems, repaired)
+
+
+def _chunks(files: CacheFiles, tally: ScanTally) -> Iterator[_Chunk]:
+    """The cache files with their ``warcfile:`` names, in walk order, a chunk at a time."""
+    walk = ((path, files.warcfile_name(path)) for path in files.warc_files())
+    while chunk := list(itertools.islice(walk, SCAN_CHUNK_FILES)):
+        tally.files += len(chunk)
+        yield chunk
+
+
+def _scan_in_workers(
+    chunks: Iterator[_Chunk], workers: int, problems: list[str], repaired: list[str]
+) -> Iterator[CDXJRecord]:
+    """The chunks scanned by a pool of ``workers`` processes, a few chunks ahead, their
+    results taken back in order. Spawned, not forked: the caller may have threads."""
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        pending: deque[Future[_ChunkScan]] = deque()
+        for chunk in chunks:
+            pending.append(pool.submit(_scan_chunk, chunk))
+            if len(pending) >= workers * CHUNKS_IN_FLIGHT:
+                yield from _taken(pending.popleft().result(), problems, repaired)
+        while pending:
+            yield from _taken(pending.popleft().result(), problems, repaired)
+    finally:  # (a rebuild that failed, or stopped reading: what is left is not wanted)
+        pool.shutdown(cancel_futures=True)
+
+
+def _scan_chunk(chunk: _Chunk) -> _ChunkScan:
+    """In a worker: a chunk of cache files scanned as the rebuild's scan does (torn tails
+    cut off): its lines' bytes, problems and repairs."""
+    problems: list[str] = []
+    repaired: list[str] = []
+    lines = [
+        line.sort_key for path, name in chunk for line in _scan_file(path, name, problems, repaired)
+    ]
+    return lines, problems, repaired
+
+
+def _taken(scanned: _ChunkScan, problems: list[str], repaired: list[str]) -> Iterator[CDXJRecord]:
+    """A worker's chunk: its problems and repairs said, its lines as records."""
+    lines, chunk_problems, chunk_repaired = scanned
+    problems.extend(chunk_problems)
+    repaired.extend(chunk_repaired)
+    for raw in lines:
+        yield CDXJRecord.parse_line(raw)
 
 
 #: index refs held in memory per sorted run while ``check`` sorts them (:func:`check_index`)

@@ -41,7 +41,14 @@ from .catalog import Catalog
 from .cdxj import CDXJError, CDXJRecord, Index, parse_ref
 from .changes import Deleted, Moved, PayloadListener, RecordedPayload, StoreListener
 from .errors import StoreError
-from .index_lines import INDEXED_TYPES, check_index, index_line, rebuild_index, scan
+from .index_lines import (
+    INDEXED_TYPES,
+    ScanTally,
+    check_index,
+    index_line,
+    rebuild_index,
+    scan,
+)
 from .invalidations import Invalidations
 from .memory import OVERHEAD, MemoryCache, stamp
 from .recorder import Recorder, compress_level_for
@@ -594,9 +601,16 @@ class Store:
         """Index lines for every record in every cache file (:func:`.index_lines.scan`)."""
         return scan(self, problems, repaired)
 
-    def rebuild_index(self, repaired: list[str] | None = None) -> tuple[int, list[str]]:
-        """Rebuild the whole index from the WARC files (:func:`.index_lines.rebuild_index`)."""
-        result = rebuild_index(self.index, self, repaired)
+    def rebuild_index(
+        self,
+        repaired: list[str] | None = None,
+        *,
+        workers: int | None = None,
+        tally: ScanTally | None = None,
+    ) -> tuple[int, list[str]]:
+        """Rebuild the whole index from the WARC files, read by ``workers`` processes
+        (:func:`.index_lines.rebuild_index`), and the catalog from it."""
+        result = rebuild_index(self.index, self, repaired, workers=workers, tally=tally)
         self.catalog.rebuild(self.index.prefix("", record_types=INDEXED_TYPES))
         return result
 

@@ -12,11 +12,13 @@ import io
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from .. import __version__
 from ..archive.cdxj import CDXJError
+from ..archive.index_lines import ScanTally
 from ..archive.store import Store, StoreError
 from ..config import ConfigError, config_candidates, find_config, load_config, parse_hostport
 from ..url import InvalidURL, cache_name, canonicalize, surt
@@ -135,8 +137,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     try:
         store = Store(root)
         repaired: list[str] = []
+        tally = ScanTally()
+        started = time.monotonic()
         if args.action == "rebuild":
-            count, problems = store.rebuild_index(repaired)
+            count, problems = store.rebuild_index(repaired, tally=tally)
         else:
             problems = store.check_index()
     except (OSError, CDXJError, StoreError) as exc:
@@ -148,7 +152,12 @@ def cmd_index(args: argparse.Namespace) -> int:
             print(f"repaired: {repair}", file=sys.stderr)
         for problem in problems:
             print(f"warning: {problem}", file=sys.stderr)
-        print(f"{store.index.index_path}: {count} records from {root}")
+        took = time.monotonic() - started
+        workers = f"{tally.workers} worker{'s' if tally.workers != 1 else ''}"
+        print(
+            f"{store.index.index_path}: {count} records from {root} ({tally.files} files in "
+            f"{took:.1f} s: {tally.files / max(took, 1e-3):.0f} files/s, {workers})"
+        )
         return 0
     for problem in problems:
         print(problem)
