@@ -371,3 +371,25 @@ def test_a_large_file_let_go_is_closed_apart(
     with pytest.raises(OSError):
         os.fstat(fd)
     assert any(t.name == "cdxj-closer" for t in threading.enumerate())
+
+
+def test_a_prefix_over_several_runs_is_streamed(tmp_path: Path) -> None:
+    """Reading the whole index (a catalog's build, an export) holds a few lines at a time,
+    however many runs there are (a list of every line cost 589 MB at a million lines)."""
+    import tracemalloc
+
+    index = Index(tmp_path)
+    write_index(index.index_path, [rec(f"(com,base,)/{n:05d}") for n in range(20_000)])
+    index.add([rec("(com,new,)/")])
+    index.compact()
+    assert len(index._listing().files) == 2
+    tracemalloc.start()
+    try:
+        records = index.prefix("")
+        first = next(records)
+        held = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert first.key == "(com,base,)/00000"
+    assert held < 1_000_000, held
+    assert sum(1 for _ in records) == 20_000

@@ -707,12 +707,11 @@ class Index:
         files = token.files
         if len(files) == 1:
             checked, found = files[0].search(target, token.token)
-            if checked:
-                return ((line, offset, _checked_line(line)) for offset, line in found)
-            return ((line, offset, None) for offset, line in found)
-        key_hash = Bloom.hash(target[:-1]) if target.endswith(b" ") else None  # a whole key
+            return _with_records(checked, found)
+        whole_key = target.endswith(b" ")  # (a prefix has no space)
+        key_hash = Bloom.hash(target[:-1]) if whole_key else None
         for _ in range(_RETRIES):
-            parts: list[list[tuple[bytes, int, CDXJRecord | None]]] = []
+            parts: list[Iterator[tuple[bytes, int, CDXJRecord | None]]] = []
             gone = False
             for file in files:
                 searched = file.search_existing(target, token.token, key_hash)
@@ -721,20 +720,17 @@ class Index:
                 if searched is None:  # a run merged into a newer one since the listing
                     gone = gone or file is not self._file
                     continue
-                checked, found = searched
-                part: list[tuple[bytes, int, CDXJRecord | None]]
-                if checked:
-                    part = [(line, offset, _checked_line(line)) for offset, line in found]
-                else:
-                    part = [(line, offset, None) for offset, line in found]
-                if part:
-                    parts.append(part)
+                parts.append(_with_records(*searched))
             if not gone:
                 break
             token = self._listing(again=True)
             files = token.files
-        if len(parts) == 1:
-            return iter(parts[0])
+        if whole_key:  # a key's lines, few: lists cost less than merging generators
+            lists = [part for part in map(list, parts) if part]
+            if len(lists) <= 1:
+                return iter(lists[0] if lists else ())
+            return heapq.merge(*lists, key=operator.itemgetter(0))
+        # a prefix may match the whole index: streamed
         return heapq.merge(*parts, key=operator.itemgetter(0))
 
     def _deduped(
@@ -928,6 +924,16 @@ def _raw_lines(path: Path, checked: list[bool]) -> Iterator[bytes]:
         after.st_ctime_ns,
     )
     checked.append(same and valid)
+
+
+def _with_records(
+    checked: bool, found: Iterator[tuple[int, bytes]]
+) -> Iterator[tuple[bytes, int, CDXJRecord | None]]:
+    """``(line, offset, record)`` of a sorted file's ``(offset, line)``: the record made at
+    once if all its lines were checked when it was written, else ``None`` (to check)."""
+    if checked:
+        return ((line, offset, _checked_line(line)) for offset, line in found)
+    return ((line, offset, None) for offset, line in found)
 
 
 def _all_checked(checked: list[bool], files: int) -> bool:
