@@ -393,3 +393,48 @@ def test_a_prefix_over_several_runs_is_streamed(tmp_path: Path) -> None:
     assert first.key == "(com,base,)/00000"
     assert held < 1_000_000, held
     assert sum(1 for _ in records) == 20_000
+
+
+class _Killed(Exception):
+    pass
+
+
+@pytest.mark.parametrize("how", ["keep", "rebuild"])
+def test_a_delete_killed_before_it_removed_the_runs_brings_nothing_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A new index.cdxj without some lines (a delete's, a rebuild's) supersedes the runs it
+    was made from: killed between its rename and their removal, the dropped lines stay gone,
+    and the next compaction removes the runs."""
+    index = Index(tmp_path)
+    write_index(index.index_path, [rec(f"(com,base,)/{n:04d}") for n in range(2000)])
+    index.add([rec("(com,gone,)/"), rec("(com,kept,)/")])
+    index.compact()
+    index.add([rec("(com,gone,)/x")])  # (a sealed journal too)
+    runs = [p.name for p in tmp_path.iterdir() if RUN_RE.match(p.name)]
+    assert runs
+
+    def killed(merged: list[Path]) -> None:
+        raise _Killed  # as kill -9 right after the rename
+
+    monkeypatch.setattr(Index, "_drop", lambda self, merged: killed(merged))
+    with pytest.raises(_Killed):
+        if how == "keep":
+            index.compact(keep=lambda r: not r.key.startswith("(com,gone,)"))
+        else:
+            index.rebuild(
+                [rec(f"(com,base,)/{n:04d}") for n in range(2000)] + [rec("(com,kept,)/")]
+            )
+    monkeypatch.undo()
+    assert set(runs) <= {p.name for p in tmp_path.iterdir()}  # left behind
+    fresh = Index(tmp_path)
+    assert fresh.exact("(com,gone,)/") == [] and fresh.exact("(com,gone,)/x") == []
+    assert list(fresh.prefix("(com,gone,)")) == []
+    assert fresh.exact("(com,kept,)/") == [rec("(com,kept,)/")]
+    assert all(p.name not in runs for p in fresh.files())
+    fresh.add([rec("(org,new,)/")])
+    fresh.compact()
+    names = {p.name for p in tmp_path.iterdir()}
+    assert not set(runs) & names and ".superseded" not in names
+    assert not [n for n in names if n.endswith(".sealed")]
+    assert fresh.exact("(com,gone,)/") == [] and fresh.exact("(org,new,)/") == [rec("(org,new,)/")]

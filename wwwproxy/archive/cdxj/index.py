@@ -25,6 +25,7 @@ import dataclasses
 import fcntl
 import heapq
 import io
+import json
 import logging
 import operator
 import os
@@ -39,7 +40,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from ...fsutil import GroupSync, fsync_dir, lock_if_still_at
+from ...fsutil import GroupSync, atomic_write, fsync_dir, lock_if_still_at
 from .checked import forget, is_checked
 from .line import (
     HEADER_LINE,
@@ -53,7 +54,14 @@ from .line import (
     format_timestamp,
     parse_timestamp,
 )
-from .merge import DEFAULT_RUN_LINES, _atomic_write, _external_sort, merge_sorted, write_index
+from .merge import (
+    DEFAULT_RUN_LINES,
+    Installer,
+    _atomic_write,
+    _external_sort,
+    merge_sorted,
+    write_index,
+)
 from .read import (
     DEFAULT_BLOCK_SIZE,
     NOT_HELD,
@@ -66,7 +74,7 @@ from .read import (
     iter_records,
     read_journal,
 )
-from .runs import RUN_RE, Bloom, forget_keys, run_name, runs_to_merge
+from .runs import RUN_RE, Bloom, Samples, forget_keys, run_name, runs_to_merge
 
 __all__ = ["INDEX_NAME", "JOURNAL_NAME", "Index", "IndexFile", "append_journal"]
 
@@ -78,6 +86,7 @@ JOURNAL_NAME = "journal.cdxj"
 _MAX_PROBLEMS = 1000
 _SEALED_RE = re.compile(r"journal-[0-9]{20}-[0-9]+\.sealed\Z")
 _LOCK_NAME = ".compact.lock"
+_SUPERSEDED_NAME = ".superseded"
 _SHORTEST_LINE = 64  # bytes (a run's lines, guessed from its size, are at most its size / this)
 _RETRIES = 3  # listings a lookup takes while runs it listed are merged away under it
 _FILE_MODE = 0o600  # the cache is private browsing history
@@ -252,7 +261,8 @@ class Index:
         active journal, then sealed journals (left by a compaction in progress or killed), then
         the newer sorted runs."""
         paths = [self.index_path, self.journal_path, *self._sealed_paths(), *self._run_paths()]
-        return [path for path in paths if path.exists()]
+        gone = self._superseded()
+        return [path for path in paths if path.exists() and path.name not in gone]
 
     def journal_bytes(self) -> int:
         """Size of the journals not yet compacted (to decide when to compact)."""
@@ -294,12 +304,14 @@ class Index:
                     count = self._write_run(journal_lines, runs[:merged])
                     self._drop([*sealed, *runs[:merged]])
                     return count
+            install = self._superseding([*sealed, *runs])
             try:
-                count = self._rewrite(journal_lines, runs, keep, resort=False)
+                count = self._rewrite(journal_lines, runs, keep, install, resort=False)
             except _NotSorted as e:
                 log.warning("%s: index not in byte order (%s); re-sorting", self.index_path, e)
-                count = self._rewrite(journal_lines, runs, keep, resort=True)
+                count = self._rewrite(journal_lines, runs, keep, install, resort=True)
             self._drop([*sealed, *runs])
+            self._forget_superseded()
             return count
 
     def rebuild(self, records: Iterable[CDXJRecord]) -> int:
@@ -313,8 +325,11 @@ class Index:
             self._seal_journal()
             sealed = self._sealed_paths()
             runs = self._run_paths()
-            count = write_index(self.index_path, records)
+            count = write_index(
+                self.index_path, records, install=self._superseding([*sealed, *runs])
+            )
             self._drop([*sealed, *runs])
+            self._forget_superseded()
             return count
 
     def _write_run(self, journal_lines: list[bytes], runs: list[Path]) -> int:
@@ -414,9 +429,11 @@ class Index:
         journal_lines: list[bytes],
         runs: list[Path],
         keep: Callable[[CDXJRecord], bool] | None,
+        install: Installer,
         resort: bool,
     ) -> int:
-        """A new ``index.cdxj``: the index, ``journal_lines`` and the ``runs`` merged."""
+        """A new ``index.cdxj``: the index, ``journal_lines`` and the ``runs`` merged,
+        renamed in by ``install``."""
         version = (SUPPORTED_MAJOR, 0)
         if self.index_path.exists():
             version = file_version(self.index_path)
@@ -440,8 +457,46 @@ class Index:
                 lines,
                 checked=lambda: keep is not None or _all_checked(checked, len(runs) + 1),
                 block_size=self._block_size,
-                install=self._file.install,
+                install=install,
             )
+
+    # -- what a new index.cdxj supersedes ----------------------------------------------------
+    #
+    # A new index.cdxj holds every line of the sealed journals and runs it was made from, less
+    # those a ``keep`` dropped (a delete, a purge) or a rebuild did not find.  Those files are
+    # removed once it is in place; a crash between its rename and their removal would bring
+    # the dropped lines back.  So before the rename, a note (``.superseded``) names them and
+    # the new file (device, inode, size): while index.cdxj is that file, lookups ignore them,
+    # and the next compaction removes them.
+
+    def _superseding(self, paths: list[Path]) -> Installer:
+        """What renames a new ``index.cdxj`` in, once a note says it supersedes ``paths``."""
+
+        def install(rename: Callable[[], None], fd: int, samples: Samples) -> None:
+            if paths:
+                st = os.fstat(fd)
+                note = {"dev": st.st_dev, "ino": st.st_ino, "size": st.st_size}
+                note["files"] = [path.name for path in paths]  # type: ignore[assignment]
+                atomic_write(self.directory / _SUPERSEDED_NAME, json.dumps(note))
+            self._file.install(rename, fd, samples)
+
+        return install
+
+    def _superseded(self) -> set[str]:
+        """The names the note says ``index.cdxj`` supersedes, if it is the file it names."""
+        try:
+            note = json.loads((self.directory / _SUPERSEDED_NAME).read_bytes())
+            st = os.stat(self.index_path)
+            if (note["dev"], note["ino"], note["size"]) != (st.st_dev, st.st_ino, st.st_size):
+                return set()
+            return {name for name in note["files"] if isinstance(name, str) and "/" not in name}
+        except (OSError, ValueError, KeyError, TypeError):
+            return set()
+
+    def _forget_superseded(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.directory / _SUPERSEDED_NAME)
+            fsync_dir(self.directory)
 
     def _drop(self, merged: list[Path]) -> None:
         """Remove what a compaction merged (sealed journals, runs and their notes) once what
@@ -463,9 +518,15 @@ class Index:
         return [self.directory / name for name in names]
 
     def _remove_stale_temps(self) -> None:
-        """Leftovers of a compaction killed mid-way (we hold the compaction lock): temp files,
-        sort directories, and the notes of runs that are gone."""
+        """Leftovers of a compaction killed mid-way (we hold the compaction lock): what a new
+        index.cdxj superseded, temp files, sort directories, and the notes of runs that are
+        gone."""
         names = set(os.listdir(self.directory))
+        if _SUPERSEDED_NAME in names:
+            gone = self._superseded()
+            self._drop([self.directory / name for name in gone if name in names])
+            self._forget_superseded()
+            names = set(os.listdir(self.directory))
         for name in names:
             path = os.path.join(self.directory, name)
             if name.startswith(".") and name.endswith(".tmp"):
@@ -590,6 +651,9 @@ class Index:
             names = sorted(os.listdir(self.directory))
         except FileNotFoundError:
             return _Listing(0, 0, 0, False, [], [self._file], False)
+        if _SUPERSEDED_NAME in names:  # (a compaction killed before it removed them)
+            gone = self._superseded()
+            names = [name for name in names if name not in gone]
         has_journal = JOURNAL_NAME in names
         sealed = [self.directory / name for name in names if _SEALED_RE.match(name)]
         run_names = [name for name in names if RUN_RE.match(name)]

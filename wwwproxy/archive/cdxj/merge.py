@@ -197,10 +197,16 @@ def merge_files(
 
 
 def write_index(
-    path: StrPath, records: Iterable[CDXJRecord], *, run_lines: int = DEFAULT_RUN_LINES
+    path: StrPath,
+    records: Iterable[CDXJRecord],
+    *,
+    run_lines: int = DEFAULT_RUN_LINES,
+    install: Installer | None = None,
 ) -> int:
-    """Write records as a sorted index file (atomic replace), in bounded memory."""
+    """Write records as a sorted index file (atomic replace, by ``install`` when given), in
+    bounded memory."""
     out = Path(path)
     with tempfile.TemporaryDirectory(prefix=".cdxj-sort-", dir=out.parent) as tmp:
         lines = (record.sort_key for record in records)
-        return _atomic_write(out, HEADER_LINE, _external_sort(lines, tmp, run_lines), checked=True)
+        sorted_lines = _external_sort(lines, tmp, run_lines)
+        return _atomic_write(out, HEADER_LINE, sorted_lines, checked=True, install=install)
