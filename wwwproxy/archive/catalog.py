@@ -112,6 +112,7 @@ _SCHEMA = (
 #: a change waits at most this many seconds, or until this many are queued, to be applied
 _FLUSH_AFTER = 0.2
 _FLUSH_AT = 500
+_RETRY_AFTER = 5.0  # seconds before changes that could not be applied are tried again
 
 _open: weakref.WeakSet[Catalog] = weakref.WeakSet()
 
@@ -223,6 +224,7 @@ class Catalog:
         self._queue_lock = threading.Lock()
         self._mark_lock = threading.Lock()  # taken before the write lock, never after
         self._marked = False
+        self._retrying = False  # a retry of changes not applied is scheduled
         _open.add(self)
 
     def __repr__(self) -> str:
@@ -289,7 +291,7 @@ class Catalog:
         of other processes are at most :data:`_FLUSH_AFTER` seconds behind)."""
         for catalog in list(_open):  # every store of this process on this cache
             if catalog._queue and catalog.path == self.path:
-                catalog.flush()
+                catalog._flush_logged()  # (a page still shows, a little behind, on a full disk)
         with self._read_lock:
             if self._reader is None:
                 self._reader = self._connect()
@@ -343,8 +345,11 @@ class Catalog:
             return
         with self._mark_lock:
             if not self._marked:
-                with self._write() as conn:
-                    conn.execute("INSERT OR REPLACE INTO writers VALUES (?)", (os.getpid(),))
+                try:
+                    with self._write() as conn:
+                        conn.execute("INSERT OR REPLACE INTO writers VALUES (?)", (os.getpid(),))
+                except (sqlite3.Error, OSError) as exc:  # (a full disk: applied when it can be)
+                    log.warning("%r: cannot mark changes to come: %s", self, exc)
                 self._marked = True
                 timer = threading.Timer(_FLUSH_AFTER, self._flush_logged)
                 timer.daemon = True
@@ -353,13 +358,26 @@ class Catalog:
                 self._queue.append((kind, items))
                 full = len(self._queue) >= _FLUSH_AT
         if full:
-            self.flush()
+            self._flush_logged()
 
     def _flush_logged(self) -> None:
+        """:meth:`flush`, from the timer or before a page reads: a failure (a full disk)
+        keeps the changes queued and marked, says so, and tries again
+        :data:`_RETRY_AFTER` seconds later (a crash meanwhile makes the catalog again)."""
+        self._retrying = False
         try:
             self.flush()
-        except Exception:  # noqa: BLE001 (the changes stay marked: the catalog is made again)
-            log.exception("%r: changes not applied", self)
+        except (sqlite3.Error, OSError) as exc:
+            log.warning(
+                "%r: changes not applied yet (%s); trying again in %g s", self, exc, _RETRY_AFTER
+            )
+            with self._mark_lock:
+                if self._retrying:
+                    return
+                self._retrying = True
+            timer = threading.Timer(_RETRY_AFTER, self._flush_logged)
+            timer.daemon = True
+            timer.start()
 
     def flush(self) -> None:
         """Apply the queued changes, in one transaction (while the catalog is being made,
@@ -369,26 +387,35 @@ class Catalog:
                 items, self._queue = self._queue, []
             if not self._marked:
                 return
-            with self._write() as conn:
-                ready = self._state(conn) == "ready"
-                run: list[Line] = []  # the puts since the last delete, counted in together
-                for kind, data in items:
-                    if not ready:
-                        if kind == "put":
-                            data = [record.to_line() for record in data]
-                        conn.execute(
-                            "INSERT INTO pending (kind, data) VALUES (?, ?)",
-                            (kind, json.dumps(data)),
-                        )
-                    elif kind == "put":
-                        run += [line for r in data if (line := line_of(r)) is not None]
-                    else:
-                        self._apply_lines(conn, run)
-                        run = []
-                        self._apply_deletes(conn, data)
-                self._apply_lines(conn, run)
-                conn.execute("DELETE FROM writers WHERE pid = ?", (os.getpid(),))
+            try:
+                self._apply(items)
+            except BaseException:
+                with self._queue_lock:  # (kept, in order, for the next try)
+                    self._queue[:0] = items
+                raise
             self._marked = False
+
+    def _apply(self, items: list[tuple[str, list[Any]]]) -> None:
+        """The queued changes in one transaction; this process's mark removed with them."""
+        with self._write() as conn:
+            ready = self._state(conn) == "ready"
+            run: list[Line] = []  # the puts since the last delete, counted in together
+            for kind, data in items:
+                if not ready:
+                    if kind == "put":
+                        data = [record.to_line() for record in data]
+                    conn.execute(
+                        "INSERT INTO pending (kind, data) VALUES (?, ?)",
+                        (kind, json.dumps(data)),
+                    )
+                elif kind == "put":
+                    run += [line for r in data if (line := line_of(r)) is not None]
+                else:
+                    self._apply_lines(conn, run)
+                    run = []
+                    self._apply_deletes(conn, data)
+            self._apply_lines(conn, run)
+            conn.execute("DELETE FROM writers WHERE pid = ?", (os.getpid(),))
 
     def _lagging(self) -> bool:
         """Whether a process that died had changes not yet applied."""

@@ -125,9 +125,13 @@ async def test_a_wget_warc_is_served_offline(
     store = Store(cache)
     report = await asyncio.to_thread(import_warcs, store, [warc])
     assert report.damaged == []
-    # wget fetches /a.html twice (a link, then the redirect's target): one capture
-    assert report.imported == 6
-    assert dict(report.skipped) == {"a capture the cache holds already": 1}
+    # wget fetches /a.html twice (a link, then the redirect's target): one capture when both
+    # fetches are in the same second (its WARC-Date's precision), else two
+    captures = [(r.target_uri, r.date) for r in read_records(warc, []) if r.rec_type == "response"]
+    assert len(captures) == 7
+    assert report.imported == len(set(captures)) in (6, 7)
+    again = len(captures) - len(set(captures))
+    assert dict(report.skipped) == ({"a capture the cache holds already": again} if again else {})
     assert store.check_index() == []
 
     proxy = await make_proxy(mode="offline", cache=cache)
