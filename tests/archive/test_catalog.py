@@ -5,6 +5,7 @@ open; a build cut short is made again; changes during a build count once."""
 from __future__ import annotations
 
 import stat
+import time
 from datetime import UTC, datetime, timedelta
 
 from wwwproxy.archive.catalog import Catalog
@@ -196,3 +197,37 @@ def test_a_writer_killed_before_its_changes_are_applied_loses_nothing(tmp_path):
     assert store.catalog.host("http", "crash.example") is not None
     assert store.catalog.totals()[:2] == (4, 9)
     assert snapshot(store.catalog) == remade(store)
+
+
+def test_changes_that_cannot_be_applied_stay_queued_and_are_applied_later(
+    tmp_path, monkeypatch, caplog
+):
+    """A full disk: the changes are kept, a page still reads the catalog (a little behind),
+    and they are applied once they can be."""
+    import sqlite3
+
+    from wwwproxy.archive import catalog as catalog_module
+
+    store = Store(tmp_path / "cache")
+    store.open_catalog()
+    catalog = store.catalog
+    real = Catalog._apply
+    failures = []
+
+    def full_disk(self, items):
+        if not failures:
+            failures.append(len(items))
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(self, items)
+
+    monkeypatch.setattr(Catalog, "_apply", full_disk)
+    monkeypatch.setattr(catalog_module, "_RETRY_AFTER", 0.05)
+    fill(store)
+    totals = catalog.totals()  # (a page's read: its flush fails once, the page answers)
+    assert failures and "changes not applied yet" in caplog.text
+    deadline = time.monotonic() + 10
+    while catalog._queue and time.monotonic() < deadline:
+        time.sleep(0.02)
+    totals = catalog.totals()
+    assert (totals.hosts, totals.pages) == (3, 8)
+    assert snapshot(catalog) == remade(store)
