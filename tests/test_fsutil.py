@@ -4,6 +4,7 @@ never acknowledges a write before a flush that began after it and covers it."""
 from __future__ import annotations
 
 import io
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -12,7 +13,18 @@ from pathlib import Path
 import pytest
 
 from wwwproxy import fsutil
-from wwwproxy.fsutil import SYNCFS_DIRTY_MAX, SYNCFS_OVER, GroupSync, read_chunks, use_syncfs
+from wwwproxy.fsutil import (
+    GROUP_WINDOW,
+    SYNC_MODES,
+    SYNCFS_DIRTY_MAX,
+    SYNCFS_OVER,
+    BackgroundSync,
+    GroupSync,
+    PendingFlush,
+    durability,
+    read_chunks,
+    use_syncfs,
+)
 
 
 def test_one_writer_gets_one_flush_of_its_own_files(tmp_path: Path) -> None:
@@ -132,6 +144,90 @@ def test_without_syncfs_a_large_batch_is_fsynced_file_by_file(tmp_path: Path) ->
     group = GroupSync(tmp_path, use_syncfs=False)
     piled_up_writers(group, tmp_path, 8)
     assert group.flushes == 2 and group.syncfs_flushes == 0
+
+
+# --- the sync setting: durability() and its three kinds ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind", "window"),
+    [("write", BackgroundSync, None), ("group", GroupSync, GROUP_WINDOW), ("flush", GroupSync, 0)],
+)
+def test_each_sync_mode_has_its_durability(
+    tmp_path: Path, mode: str, kind: type, window: float | None
+) -> None:
+    made = durability(mode, tmp_path)
+    assert type(made) is kind
+    assert getattr(made, "window", None) == window
+
+
+def test_an_unknown_sync_mode_is_refused(tmp_path: Path) -> None:
+    assert SYNC_MODES == ("write", "group", "flush")
+    with pytest.raises(ValueError, match="write, group, flush"):
+        durability("fsync", tmp_path)
+
+
+def test_background_sync_returns_at_once_and_flushes_within_its_interval(tmp_path: Path) -> None:
+    flusher = BackgroundSync(tmp_path, interval=0.05)
+    (tmp_path / "a").write_bytes(b"x")
+    flusher.sync([tmp_path / "a"])
+    assert flusher.flushes == 0  # acknowledged before any flush
+    deadline = time.monotonic() + 5
+    while flusher.flushes == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert flusher.flushes == 1
+    time.sleep(0.15)
+    assert flusher.flushes == 1  # nothing written since: no flush
+
+
+def test_background_sync_gathers_the_writes_of_an_interval_into_one_flush(tmp_path: Path) -> None:
+    flusher = BackgroundSync(tmp_path, interval=0.2)
+    for i in range(20):
+        (tmp_path / str(i)).write_bytes(b"x")
+        flusher.sync([tmp_path / str(i)])
+    flusher.flush()  # as at exit: what was not flushed yet, now
+    assert flusher.flushes == 1
+    time.sleep(0.3)
+    assert flusher.flushes == 1  # the thread found nothing left to flush
+
+
+def test_a_failed_background_flush_is_logged_and_tried_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    gone = tmp_path / "gone"
+    flusher = BackgroundSync(gone, interval=0.05)  # a root that cannot be opened: syncfs fails
+    flusher.sync([])
+    flusher.flush()
+    assert flusher.flushes == 0 and isinstance(flusher.failed, OSError)
+    assert "cannot flush the cache to disk" in caplog.text
+    gone.mkdir()
+    deadline = time.monotonic() + 5
+    while flusher.flushes == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert flusher.flushes == 1 and flusher.failed is None
+
+
+def test_group_sync_gathers_the_writers_of_its_window_into_one_flush(tmp_path: Path) -> None:
+    group = GroupSync(tmp_path, window=0.2)
+    for i in range(4):
+        (tmp_path / str(i)).write_bytes(b"x")
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda i: group.sync([tmp_path / str(i)]), range(4)))
+    assert group.flushes == 1
+
+
+def test_pending_flush_holds_its_own_descriptors_until_closed(tmp_path: Path) -> None:
+    path = tmp_path / "journal"
+    with open(path, "wb") as f, PendingFlush() as pending:
+        pending.file(f.fileno())
+        pending.folder(tmp_path)
+        f.close()  # the writer's own descriptor: the pending one stays usable
+        dup = pending.items[0]
+        assert isinstance(dup, int)
+        os.fsync(dup)
+        assert pending.items[1] == str(tmp_path)
+    with pytest.raises(OSError):
+        os.fstat(dup)
 
 
 class _ThreadNoted(io.BufferedReader):

@@ -2,30 +2,43 @@
 
 One way to replace a file atomically (readers see the old file or the new one, never a part,
 and a crash leaves no half-written file behind), one way to make a rename durable, and one way
-for many writers to make their writes durable together (:class:`GroupSync`); and the one way
-a coroutine reads a file chunk by chunk (:func:`read_chunks`, with ``aiofiles``).
+for many writers to make their writes durable together (:class:`GroupSync`, or in the
+background: :class:`BackgroundSync`; :func:`durability` makes the one the ``sync`` setting
+names); and the one way a coroutine reads a file chunk by chunk (:func:`read_chunks`, with
+``aiofiles``).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import ctypes.util
 import fcntl
+import logging
 import os
 import tempfile
 import threading
+import time
 from collections.abc import AsyncGenerator, Callable, Iterable
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import aiofiles.threadpool
 
+_log = logging.getLogger("wwwproxy.archive")
+
 __all__ = [
+    "DEFAULT_SYNC",
+    "SYNC_MODES",
+    "BackgroundSync",
+    "Durability",
     "GroupSync",
+    "PendingFlush",
     "atomic_write",
     "dirty_bytes",
+    "durability",
     "fsync_dir",
     "fsync_path",
     "lock_if_still_at",
@@ -166,9 +179,14 @@ class GroupSync:
     on the machine (:func:`use_syncfs`: syncfs waits for everything dirty on the file system,
     other programs' writes too)."""
 
-    def __init__(self, root: str | os.PathLike[str], *, use_syncfs: bool = True) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], *, use_syncfs: bool = True, window: float = 0.0
+    ) -> None:
         self.root = os.fspath(root)
         self._syncfs = _SYNCFS if use_syncfs else None
+        #: seconds the writer that leads a flush waits before taking the batch, so that the
+        #: writers finishing meanwhile share it (``sync: group``); 0: flush at once
+        self.window = window
         self._cond = threading.Condition()
         self._pending: set[int | str] = set()  # what the next flush covers
         self._started = 0  # generation of the newest flush begun
@@ -191,6 +209,8 @@ class GroupSync:
                     self._cond.wait()
                     continue
                 self._running = True
+                if self.window:
+                    self._cond.wait(self.window)  # nobody notifies: gather for the window
                 self._started += 1
                 generation = self._started
                 batch, self._pending = self._pending, set()
@@ -209,18 +229,13 @@ class GroupSync:
                 self._cond.notify_all()
 
     def _flush(self, batch: set[int | str]) -> None:
-        if (
+        whole = (
             self._syncfs is not None
             and len(batch) > SYNCFS_OVER
             and use_syncfs(len(batch), dirty_bytes())
-        ):
-            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                if self._syncfs(fd) != 0:
-                    errno = ctypes.get_errno()
-                    raise OSError(errno, f"syncfs of {self.root}: {os.strerror(errno)}")
-            finally:
-                os.close(fd)
+        )
+        if whole:
+            sync_file_system(self.root)
             self.syncfs_flushes += 1
         else:
             for item in batch:
@@ -229,3 +244,125 @@ class GroupSync:
                 else:
                     fsync_path(item)
         self.flushes += 1
+
+
+def sync_file_system(root: str) -> None:
+    """Flush everything written to the file system that holds ``root``: one ``syncfs(2)``
+    (``sync(2)`` of every file system where the C library lacks it)."""
+    if _SYNCFS is None:
+        os.sync()
+        return
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if _SYNCFS(fd) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"syncfs of {root}: {os.strerror(errno)}")
+    finally:
+        os.close(fd)
+
+
+class PendingFlush:
+    """What one change must flush to be durable, gathered while it writes, so that its records
+    and its index line are flushed in one round: files by a descriptor of their own (a
+    duplicate: the writer closes its own, and a journal renamed meanwhile is still the one
+    flushed) and new folders by name.  A context manager: the duplicates are closed on exit."""
+
+    def __init__(self) -> None:
+        self.items: list[int | str] = []
+        self._fds: list[int] = []
+
+    def file(self, fd: int) -> None:
+        dup = os.dup(fd)
+        self._fds.append(dup)
+        self.items.append(dup)
+
+    def folder(self, path: str | os.PathLike[str]) -> None:
+        self.items.append(os.fspath(path))
+
+    def __enter__(self) -> PendingFlush:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds.clear()
+        self.items.clear()
+
+
+class Durability(Protocol):
+    """How a change becomes durable (the ``sync`` setting): :meth:`sync` is called once the
+    change is written, with what it wrote, and returns when the setting's promise is kept."""
+
+    def sync(self, paths: Iterable[int | str | os.PathLike[str]]) -> None: ...
+
+
+class BackgroundSync:
+    """``sync: write``: a change is acknowledged once written (it survives the process being
+    killed: the kernel has it), and a thread flushes the file system at most ``interval``
+    seconds after the first change it has not flushed yet (one ``syncfs`` for all of them): a
+    power cut loses at most about that much.  A flush that fails is logged and tried again
+    on the next round; the last round runs at exit."""
+
+    def __init__(self, root: str | os.PathLike[str], *, interval: float = 1.0) -> None:
+        self.root = os.fspath(root)
+        self.interval = interval
+        self._dirty = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        #: flushes made (tests and benchmarks)
+        self.flushes = 0
+        #: the error of the newest flush that failed, None once one succeeded since
+        self.failed: OSError | None = None
+
+    def sync(self, paths: Iterable[int | str | os.PathLike[str]]) -> None:
+        self._dirty.set()
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="wwwproxy-flush", daemon=True
+                    )
+                    self._thread.start()
+                    atexit.register(self.flush)
+
+    def flush(self) -> None:
+        """Flush now what was written (a clean exit, a test)."""
+        if not self._dirty.is_set():
+            return
+        self._dirty.clear()
+        try:
+            sync_file_system(self.root)
+        except OSError as exc:
+            self._dirty.set()
+            if self.failed is None:
+                _log.error(
+                    "cannot flush the cache to disk: %s (tried again in %g s)", exc, self.interval
+                )
+            self.failed = exc
+            return
+        self.failed = None
+        self.flushes += 1
+
+    def _run(self) -> None:
+        while True:
+            self._dirty.wait()
+            time.sleep(self.interval)
+            self.flush()
+
+
+#: the ``sync`` setting's values, from the fastest to the safest, and its default
+SYNC_MODES = ("write", "group", "flush")
+DEFAULT_SYNC = "write"
+#: seconds ``sync: group`` gathers writers into one flush
+GROUP_WINDOW = 0.005
+
+
+def durability(mode: str, root: str | os.PathLike[str]) -> Durability:
+    """The :class:`Durability` of ``sync: MODE`` for the cache at ``root``."""
+    if mode == "write":
+        return BackgroundSync(root)
+    if mode == "group":
+        return GroupSync(root, window=GROUP_WINDOW)
+    if mode == "flush":
+        return GroupSync(root)
+    raise ValueError(f"sync: expected one of {', '.join(SYNC_MODES)}, got {mode!r}")

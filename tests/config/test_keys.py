@@ -131,3 +131,21 @@ def test_a_cache_is_shared_when_others_may_use_it(text, shared):
 def test_shared_cache_takes_true_false_or_auto():
     with pytest.raises(ConfigError, match="expected true, false or auto"):
         parse_config("shared_cache: sometimes\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "sync"),
+    [
+        ("", "write"),
+        ("sync: write\n", "write"),
+        ("sync: group\n", "group"),
+        ("sync: flush\n", "flush"),
+    ],
+)
+def test_sync_names_when_a_recorded_page_is_safe(text, sync):
+    assert parse_config(text).sync == sync
+
+
+def test_an_unknown_sync_is_refused_with_the_choices():
+    with pytest.raises(ConfigError, match="write, group, flush"):
+        parse_config("sync: fsync\n", "x.yaml")

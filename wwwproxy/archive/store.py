@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..fsutil import GroupSync
+from ..fsutil import DEFAULT_SYNC, Durability, PendingFlush, durability
 from ..http.policy import is_good, is_servable, vary_matches
 from ..url import URL, InvalidURL, cache_name, canonicalize, surt, url_hash
 from .catalog import Catalog
@@ -118,7 +118,9 @@ def _make_private(root: Path) -> None:
 class Store:
     """The cache directory."""
 
-    def __init__(self, root: str | os.PathLike[str], *, memory_bytes: int = 0) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], *, memory_bytes: int = 0, sync: str = DEFAULT_SYNC
+    ) -> None:
         self.root = Path(root)
         #: the hot objects (``memory_cache_mb``): GET copies and their bodies, checked
         #: against their file on every hit
@@ -131,8 +133,9 @@ class Store:
         self.index = Index(self.root / "index")
         #: the running summaries of hosts and pages the index pages show (:mod:`.catalog`)
         self.catalog = Catalog(self.root)
-        #: writers of this process that finish together share one flush to disk
-        self.sync = GroupSync(self.root)
+        #: how a recorded exchange becomes durable (the ``sync`` setting: :meth:`set_sync`)
+        self.sync_mode = sync
+        self.sync: Durability = durability(sync, self.root)
         self.tmp_dir = self.root / "tmp"
         self.tmp_dir.mkdir(exist_ok=True)  # once here, not per request on the event loop
         #: told about every put and delete (:class:`StoreListener`), in the changing thread
@@ -143,6 +146,16 @@ class Store:
         self.served: dict[str, float] = {}
         #: GET copies an unsafe request's answer made stale (RFC 9111 §4.4)
         self.invalidations = Invalidations()
+
+    def set_sync(self, mode: str) -> None:
+        """Follow the ``sync`` setting (``write``, ``group`` or ``flush``; a reload may change
+        it): what a recorded exchange waits for before its answer's last byte."""
+        if mode != self.sync_mode:
+            old = self.sync
+            self.sync, self.sync_mode = durability(mode, self.root), mode
+            flush = getattr(old, "flush", None)
+            if flush is not None:  # what the background flusher had not flushed yet
+                flush()
 
     # --- names -------------------------------------------------------------------------------
 
@@ -221,20 +234,22 @@ class Store:
             date=date or datetime.now(UTC),
             previous=newest.previous() if newest is not None else None,
         )
-        locations = append_exchange(
-            path,
-            records,
-            compress_level=compress_level_for(response),
-            sync=self.sync,
-            known_end=known_end,
-        )
-        name = self.warcfile_name(path)
-        lines = [
-            self._index_line(key, rec.info, name, loc.offset, loc.length)
-            for rec, loc in zip(records, locations, strict=True)
-            if rec.info.rec_type in INDEXED_TYPES
-        ]
-        self.index.add(lines, self.sync)
+        with PendingFlush() as pending:  # the records and their index line: one flush
+            locations = append_exchange(
+                path,
+                records,
+                compress_level=compress_level_for(response),
+                known_end=known_end,
+                pending=pending,
+            )
+            name = self.warcfile_name(path)
+            lines = [
+                self._index_line(key, rec.info, name, loc.offset, loc.length)
+                for rec, loc in zip(records, locations, strict=True)
+                if rec.info.rec_type in INDEXED_TYPES
+            ]
+            self.index.add(lines, pending)
+            self.sync.sync(pending.items)
         self._tell_catalog(self.catalog.on_put, url, key, lines)
         recorded = records[-1]
         payload = RecordedPayload(recorded) if recorded.info.rec_type == "response" else None

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from ..fsutil import DEFAULT_SYNC
 from ..url.proxy import UpstreamProxy, shown_proxy
 from . import values
 from .values import FreshnessRule, ModifyHTMLRule, PurgeRule
@@ -237,6 +238,13 @@ class Config:
         True,
         values.as_bool,
         "switching online fetches the queued requests at once (true/false)",
+    )
+    sync: str = setting(
+        DEFAULT_SYNC,
+        values.sync_mode,
+        "when a recorded page is safe: write (written before the browser has it all, on disk "
+        "within a second), group or flush (on disk before the browser has it all; group "
+        "gathers 5 ms of pages into one flush)",
     )
     memory_cache_mb: int = setting(
         64,

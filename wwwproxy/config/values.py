@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..fsutil import SYNC_MODES
 from ..http.filters import parse_pattern
 from ..http.modify_html import ModifyHTMLRule
 from ..url.proxy import UpstreamProxy
@@ -143,6 +144,13 @@ def strings(value: Any) -> tuple[str, ...]:
 
 def listen(value: Any) -> tuple[str, int]:
     return parse_hostport(as_str(value))
+
+
+def sync_mode(value: Any) -> str:
+    text = as_str(value)
+    if text not in SYNC_MODES:
+        raise ValueError(f"expected one of {', '.join(SYNC_MODES)}, got {text!r}")
+    return text
 
 
 def mode(value: Any) -> str:

@@ -207,6 +207,7 @@ class Services:
             local_host=filters.direct_connect,
         )
         self.store.memory.resize(config.memory_cache_mb * 2**20)
+        self.store.set_sync(config.sync)
 
     def _tls(self, config: Config) -> ssl.SSLContext | None:
         """The upstream TLS context for ``config``, made anew only when ``upstream_ca``

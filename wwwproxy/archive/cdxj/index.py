@@ -40,7 +40,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from ...fsutil import GroupSync, atomic_write, fsync_dir, lock_if_still_at
+from ...fsutil import Durability, PendingFlush, atomic_write, fsync_dir, lock_if_still_at
 from .checked import forget, is_checked
 from .line import (
     HEADER_LINE,
@@ -134,10 +134,12 @@ def _cut_torn_tail(fd: int, size: int, source: str) -> int:
 
 
 def append_journal(
-    path: StrPath, records: Iterable[CDXJRecord], sync: GroupSync | None = None
+    path: StrPath, records: Iterable[CDXJRecord], sync: Durability | PendingFlush | None = None
 ) -> None:
-    """Append records durably: one write under an exclusive ``flock``, then fsync (with
-    ``sync``, one flush shared with the other writers that finish together).
+    """Append records durably: one write under an exclusive ``flock``, then fsync (with a
+    :class:`~wwwproxy.fsutil.Durability`, its flush, e.g. one shared with the other writers
+    that finish together; with a :class:`~wwwproxy.fsutil.PendingFlush`, none: what is to be
+    flushed is added to it, for the caller to flush with the rest of its change).
 
     A new journal starts with the format header; a torn last line left by a killed writer is
     cut off first so that it cannot swallow the new records.
@@ -160,6 +162,10 @@ def append_journal(
         fcntl.flock(fd, fcntl.LOCK_UN)
         if sync is None:
             os.fsync(fd)
+        elif isinstance(sync, PendingFlush):
+            sync.file(fd)
+            if size == 0:
+                sync.folder(Path(path).parent)
         else:  # by the descriptor: a compaction may rename the journal meanwhile
             sync.sync([fd, Path(path).parent] if size == 0 else [fd])
     finally:
@@ -251,7 +257,9 @@ class Index:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def add(self, records: Iterable[CDXJRecord], sync: GroupSync | None = None) -> None:
+    def add(
+        self, records: Iterable[CDXJRecord], sync: Durability | PendingFlush | None = None
+    ) -> None:
         """Append records to the journal; they are visible to lookups at once (and durable on
         return: fsynced, or flushed with other writers' by ``sync``)."""
         append_journal(self.journal_path, records, sync)

@@ -427,7 +427,7 @@ class _Batches:
                     path,
                     records,
                     compress_level=compress_level_for(response),
-                    sync=_NoFlush(),  # type: ignore[arg-type]
+                    sync=_NoFlush(),
                 )
             except ValueError as exc:  # a header a WARC record cannot hold
                 self.report.skip(exchange.where, f"cannot be recorded: {exc}")

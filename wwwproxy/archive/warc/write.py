@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from ...fsutil import GroupSync, fsync_dir, lock_if_still_at
+from ...fsutil import Durability, PendingFlush, fsync_dir, lock_if_still_at
 from .build import PendingRecord
 from .read import _scan
 from .record import _RAW_CHUNK, RecordLocation, WARCFormatError, WARCWriteError
@@ -102,8 +102,9 @@ class _Members:
             view = view[n:]
 
 
-def _make_dirs(directory: Path) -> None:
-    """Create missing directories and make each new entry durable."""
+def _make_dirs(directory: Path, pending: PendingFlush | None = None) -> None:
+    """Create missing directories and make each new entry durable (or, with ``pending``,
+    name the folders that must be flushed for it)."""
     missing = []
     d = directory
     while not d.exists():
@@ -114,7 +115,10 @@ def _make_dirs(directory: Path) -> None:
             d.mkdir()
         except FileExistsError:
             continue
-        fsync_dir(d.parent)
+        if pending is None:
+            fsync_dir(d.parent)
+        else:
+            pending.folder(d.parent)
 
 
 def _quarantine(path: Path, fh: BinaryIO, offset: int) -> Path:
@@ -212,8 +216,9 @@ def append_exchange(
     records: Sequence[PendingRecord],
     *,
     compress_level: int = COMPRESS_LEVEL,
-    sync: GroupSync | None = None,
+    sync: Durability | None = None,
     known_end: FileEnd | None = None,
+    pending: PendingFlush | None = None,
 ) -> list[RecordLocation]:
     """Append ``records`` (one gzip member each) to the key's file; return offsets and lengths.
 
@@ -225,9 +230,11 @@ def append_exchange(
     together with the writes of other threads (:class:`~wwwproxy.fsutil.GroupSync`), after the
     lock is released. If writing or flushing fails, the file is cut back to where it was (when
     nothing was appended after) and :class:`WARCWriteError` (or the OSError) is raised.
+    With ``pending`` the records are only written, and what must be flushed for them is added
+    to it: the caller flushes them together with what it writes next (their index line).
     """
     path = Path(path)
-    _make_dirs(path.parent)
+    _make_dirs(path.parent, pending)
     fd, created = _open_locked(path)
     with os.fdopen(fd, "r+b", buffering=0) as fh:
         try:
@@ -244,7 +251,11 @@ def append_exchange(
                 members.write_out()
                 if fh.tell() != pos:
                     raise WARCWriteError(f"file position {fh.tell()} != expected {pos}")
-                if sync is None:
+                if pending is not None:
+                    pending.file(fh.fileno())
+                    if created:
+                        pending.folder(path.parent)
+                elif sync is None:
                     os.fsync(fh.fileno())
             except BaseException:
                 _undo(fh, start, path)
@@ -253,13 +264,13 @@ def append_exchange(
                 raise
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-        if sync is not None:
+        if sync is not None and pending is None:
             try:
                 sync.sync([fh.fileno(), path.parent] if created else [fh.fileno()])
             except OSError:
                 _undo_if_last(fh, start, pos, path)
                 raise
-    if created and sync is None:
+    if created and sync is None and pending is None:
         fsync_dir(path.parent)
     return locations
 
