@@ -18,6 +18,7 @@ from wwwproxy.archive.store import Store
 from wwwproxy.config import Config
 from wwwproxy.http.headers import Headers
 from wwwproxy.recording.engine import Engine, Exchange, Outcome
+from wwwproxy.recording.tee import WHOLE_AT_ONCE
 from wwwproxy.recording.upstream import UpstreamError, UpstreamTimeouts
 from wwwproxy.url import canonicalize
 from wwwproxy.url.requestkey import request_key
@@ -161,13 +162,23 @@ async def test_a_whole_body_reaches_the_browser_and_the_archive(fetcher, origin,
     assert (outcome.status, outcome.recorded, outcome.received) == (200, True, len(body))
 
 
-async def test_the_last_byte_of_a_length_reaches_the_browser_once_recorded(fetcher, origin):
+async def test_a_small_page_reaches_the_browser_whole_in_one_write_once_recorded(fetcher, origin):
     url = origin.url("/page.html")
     browser = fetcher.browser(url)
     await fetcher.fetch(url, browser)
+    assert browser.seen == [(len(Origin.HTML), True)]
+
+
+async def test_the_last_byte_of_a_length_reaches_the_browser_once_recorded(fetcher, raw_origin):
+    body = b"x" * (WHOLE_AT_ONCE + 1)  # larger than a body held whole
+    site = await raw_origin(answer(body, length=-1))
+    url = site.url("/large")
+    browser = fetcher.browser(url)
+    await fetcher.fetch(url, browser)
     *before, last = browser.seen
-    assert before == [(len(Origin.HTML) - 1, False)]
-    assert last == (len(Origin.HTML), True)
+    assert sum(n for n, _ in before) == len(body) - 1
+    assert not any(recorded for _, recorded in before)
+    assert last == (len(body), True)
 
 
 async def test_the_end_of_a_chunked_body_reaches_the_browser_once_recorded(fetcher, origin):
@@ -228,11 +239,12 @@ async def test_without_finish_on_disconnect_the_download_stops(fetcher, origin, 
 @pytest.mark.parametrize(
     ("length", "size", "max_kb", "finished"),
     [
-        ("known", 2 * KIB, 2, True),  # at the bound
-        ("known", 2 * KIB + 1, 2, False),  # one byte past it
-        ("unknown", 2 * KIB, 2, True),
-        ("unknown", 2 * KIB + 1, 2, False),
-        ("known", 2 * KIB + 1, None, True),  # no bound
+        # larger than a body held whole (which the browser cannot leave before it is recorded)
+        ("known", 20 * KIB, 20, True),  # at the bound
+        ("known", 20 * KIB + 1, 20, False),  # one byte past it
+        ("unknown", 20 * KIB, 20, True),
+        ("unknown", 20 * KIB + 1, 20, False),
+        ("known", 20 * KIB + 1, None, True),  # no bound
     ],
 )
 async def test_max_kb_bounds_an_abandoned_download(

@@ -11,6 +11,7 @@ import pytest
 from wwwproxy.config import Config
 from wwwproxy.recording.tee import (
     ACCEPTS,
+    WHOLE_AT_ONCE,
     BodyEnded,
     Chunk,
     Client,
@@ -69,6 +70,8 @@ def body_of(*parts: bytes) -> list[tuple[Event, list[Command]]]:
     return steps
 
 
+LARGE = b"x" * (WHOLE_AT_ONCE + 1)
+
 PLAYBOOKS = {
     # --- the browser stays ---------------------------------------------------------------
     "chunked body: each part at once, the end once recorded": Play(
@@ -108,16 +111,28 @@ PLAYBOOKS = {
         complete=True,
         recorded=True,
     ),
-    "a body in one part": Play(
+    "a small body in one part: held whole, one write once recorded": Play(
         [
             (Started(OPEN), [Read()]),
-            (Chunk(b"abc"), [Record(b"abc"), Send(b"ab")]),
-            (Wrote(True), [Read()]),
+            (Chunk(b"abc"), [Record(b"abc"), Read()]),
             (BodyEnded(), [Finish()]),
-            (Recorded(True), [Send(b"c")]),
+            (Recorded(True), [Send(b"abc")]),
             (Wrote(True), [End(True)]),
         ],
         expected=3,
+        complete=True,
+        recorded=True,
+    ),
+    "a larger body in one part: all but its last byte at once": Play(
+        [
+            (Started(OPEN), [Read()]),
+            (Chunk(LARGE), [Record(LARGE), Send(LARGE[:-1])]),
+            (Wrote(True), [Read()]),
+            (BodyEnded(), [Finish()]),
+            (Recorded(True), [Send(LARGE[-1:])]),
+            (Wrote(True), [End(True)]),
+        ],
+        expected=len(LARGE),
         complete=True,
         recorded=True,
     ),
@@ -130,10 +145,9 @@ PLAYBOOKS = {
     "the archive fails: the browser still gets all of it": Play(
         [
             (Started(OPEN), [Read()]),
-            (Chunk(b"abc"), [Record(b"abc"), Send(b"ab")]),
-            (Wrote(True), [Read()]),
+            (Chunk(b"abc"), [Record(b"abc"), Read()]),
             (BodyEnded(), [Finish()]),
-            (Recorded(False), [Send(b"c")]),
+            (Recorded(False), [Send(b"abc")]),
             (Wrote(True), [End(True)]),
         ],
         expected=3,
@@ -203,10 +217,9 @@ PLAYBOOKS = {
     "leaves as the held end goes out": Play(
         [
             (Started(OPEN), [Read()]),
-            (Chunk(b"ab"), [Record(b"ab"), Send(b"a")]),
-            (Wrote(True), [Read()]),
+            (Chunk(b"ab"), [Record(b"ab"), Read()]),
             (BodyEnded(), [Finish()]),
-            (Recorded(True), [Send(b"b")]),
+            (Recorded(True), [Send(b"ab")]),
             (Wrote(False), []),
         ],
         expected=2,
@@ -233,9 +246,18 @@ PLAYBOOKS = {
     "fails after its last byte: that byte goes, then the cut": Play(
         [
             (Started(OPEN), [Read()]),
-            (Chunk(b"ab"), [Record(b"ab"), Send(b"a")]),
+            (Chunk(LARGE), [Record(LARGE), Send(LARGE[:-1])]),
             (Wrote(True), [Read()]),
-            (UpstreamFailed(), [Drop(browser_left=False), Send(b"b")]),
+            (UpstreamFailed(), [Drop(browser_left=False), Send(LARGE[-1:])]),
+            (Wrote(True), [End(False)]),
+        ],
+        expected=len(LARGE),
+    ),
+    "fails after a small body held whole: it goes, then the cut": Play(
+        [
+            (Started(OPEN), [Read()]),
+            (Chunk(b"ab"), [Record(b"ab"), Read()]),
+            (UpstreamFailed(), [Drop(browser_left=False), Send(b"ab")]),
             (Wrote(True), [End(False)]),
         ],
         expected=2,
@@ -415,7 +437,7 @@ EVENTS: list[Event] = [
 INTO: dict[Phase, list[Event]] = {
     Phase.START: [],
     Phase.READING: [Started(OPEN)],
-    Phase.WRITING: [Started(OPEN), Chunk(b"ab")],
+    Phase.WRITING: [Started(OPEN), Chunk(LARGE)],
     Phase.FINISHING: [Started(OPEN), BodyEnded()],
     Phase.FLUSHING: [Started(OPEN), Chunk(b"a"), BodyEnded(), Recorded(True)],
     Phase.DONE: [Started(OPEN), BodyEnded(), Recorded(True)],

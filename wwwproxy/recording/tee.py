@@ -16,7 +16,9 @@ The rules:
 - what completes the body in the browser's eyes is held back until the record is written: the
   last byte of a Content-Length body, else the end of the chunked body or the connection's
   close.  So whatever the browser has received in full is in the archive (switching offline
-  right after a page has loaded finds it);
+  right after a page has loaded finds it).  A Content-Length body of at most
+  :data:`WHOLE_AT_ONCE` bytes that comes in one part is held back whole: head and body then go
+  to the browser in one write, not two (a small page's last byte waits for the record anyway);
 - a browser that leaves does not stop the recording if :class:`GoOn` says so
   (``finish_on_disconnect`` and its limits), asked again at each part that comes after;
   else the record is dropped, as it is when the body fails: a torn body is never recorded;
@@ -50,6 +52,7 @@ __all__ = [
     "Tee",
     "TeeError",
     "UpstreamFailed",
+    "WHOLE_AT_ONCE",
     "Wrote",
 ]
 
@@ -154,6 +157,9 @@ Command = Read | Record | Send | Finish | Drop | End
 
 
 # --- the decisions ---------------------------------------------------------------------------
+
+#: a body up to this many bytes that comes in one part is sent in one write once recorded
+WHOLE_AT_ONCE = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -264,7 +270,9 @@ class Tee:
         commands: list[Command] = [Record(data)]
         send = data
         if self.expected is not None and self.received >= self.expected:
-            send, self.held = data[:-1], self.held + data[-1:]
+            whole = self.received == len(data) and self.received <= WHOLE_AT_ONCE
+            cut = 0 if whole else len(data) - 1
+            send, self.held = data[:cut], self.held + data[cut:]
         if self.client is Client.OPEN and send:
             self.phase = Phase.WRITING
             return [*commands, Send(send)]
