@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from wwwproxy.archive import warc as W
+from wwwproxy.archive.warc import build
 
 from .conftest import (
     KEY,
@@ -389,3 +391,13 @@ def test_different_payload_is_written_in_full(tmp_path):
     cached = W.newest_response(path)
     assert read_all(cached.open_body()) == b"version one"
     assert cached.response.record_id == records[1].info.record_id
+
+
+def test_record_ids_are_random_uuids_each_its_own() -> None:
+    ids = [build._new_record_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for rid in ids[:200]:
+        assert rid.startswith("<urn:uuid:") and rid.endswith(">")
+        made = uuid.UUID(rid[len("<urn:uuid:") : -1])
+        assert (made.version, made.variant) == (4, uuid.RFC_4122)
+        assert str(made) == rid[len("<urn:uuid:") : -1]  # lower-case, dashed, as uuid4() writes

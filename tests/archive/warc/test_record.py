@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from wwwproxy.archive import warc as W
+from wwwproxy.archive.warc import record
 
 from .conftest import T0
 
@@ -99,3 +100,11 @@ def test_digests_decode_as_base64_would_decode_them() -> None:
     assert _decode_digest("sha256:" + base64.b32encode(sha256).decode()) == ("sha256", sha256)
     for bad in ("sha1:" + "0" * 32, "sha1:" + "A" * 31, "sha1:" + "A" * 33, "sha1:", "md9:AAAA"):
         assert _decode_digest(bad) is None, bad
+
+
+@pytest.mark.parametrize("size", [0, 1, 4, 5, 10, 16, 20, 21, 32, 64])
+def test_b32encode_is_rfc_4648_base32(size: int) -> None:
+    for seed in range(50):
+        raw = hashlib.sha256(b"%d %d" % (size, seed)).digest() * 3
+        raw = raw[:size]
+        assert record.b32encode(raw) == base64.b32encode(raw).decode("ascii")

@@ -28,7 +28,6 @@ import shutil
 import tempfile
 import time
 import zipfile
-from base64 import b32encode
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -63,6 +62,7 @@ from ..warc import (
     sanitize_headers,
 )
 from ..warc.read import read_payload
+from ..warc.record import b32encode
 
 __all__ = ["ImportError_", "WarcImport", "find_inputs", "import_warcs"]
 
@@ -261,7 +261,7 @@ class _Body:
             sha.update(chunk)
             length += len(chunk)
         spool.seek(0)
-        return cls(spool, length, "sha1:" + b32encode(sha.digest()).decode("ascii"))
+        return cls(spool, length, "sha1:" + b32encode(sha.digest()))
 
 
 # --- exchanges --------------------------------------------------------------------------------

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import random
 import re
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -272,8 +272,17 @@ def _check_uri(value: str, what: str) -> None:
         )
 
 
+#: the bits of a random (version 4, RFC 9562 variant) UUID that say it is one
+_UUID4_CLEAR = ~((0xF << 76) | (0x3 << 62))
+_UUID4_SET = (0x4 << 76) | (0x2 << 62)
+
+
 def _new_record_id() -> str:
-    return f"<urn:uuid:{uuid.uuid4()}>"
+    """A random UUID, as ``uuid.uuid4()`` makes one but from the process's random generator
+    (seeded from the system's, and again in a forked child): a record ID must be unique, not
+    secret, and two ``getrandom`` calls a recording cost more than the rest of its IDs."""
+    h = "%032x" % (random.getrandbits(128) & _UUID4_CLEAR | _UUID4_SET)
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
 
 
 def _make_info(headers: list[tuple[str, str]], http_head: _Head, payload_length: int) -> RecordInfo:
