@@ -19,7 +19,7 @@ before a rebuild, rebuilds that left problems or lost a record, unreadable WARC 
 proxy's peak RSS, and the p50/p99 of an offline check.
 
 Run:  .venv/bin/python bench/kill9_bench.py                 (200 cycles, about 40 minutes)
-      .venv/bin/python bench/kill9_bench.py --cycles 20
+      .venv/bin/python bench/kill9_bench.py --cycles 20 --sync flush   (write, group, flush)
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def index_state(cache: Path) -> tuple[bool, bool, str]:
     return False, bad, f"{left or still or sorted(before - after)[:3]}" if bad else ""
 
 
-async def run(cycles: int, check: int, seed: int, fresh_every: int) -> int:
+async def run(cycles: int, check: int, seed: int, fresh_every: int, sync: str) -> int:
     rng = random.Random(seed)
     counts = dict.fromkeys(
         ("failed", "checked", "lost", "torn", "crashed", "unclean", "bad_rebuild", "unreadable"),
@@ -133,7 +133,7 @@ async def run(cycles: int, check: int, seed: int, fresh_every: int) -> int:
                     port = k9.free_port()
                     proxy = f"http://127.0.0.1:{port}"
                     try:
-                        proc = await k9.serve(cache, port, "offline", log)
+                        proc = await k9.serve(cache, port, "offline", log, sync)
                     except AssertionError as exc:
                         counts["crashed"] += 1
                         counts["failed"] += 1
@@ -170,7 +170,7 @@ async def run(cycles: int, check: int, seed: int, fresh_every: int) -> int:
                         total_received += len(received)
                         received.clear()
                         read_whole.clear()
-                        proc = await k9.serve(cache, port, "offline", log)
+                        proc = await k9.serve(cache, port, "offline", log, sync)
                     async with session.post(
                         f"{proxy}/control/?format=json",
                         data={"mode": "online"},
@@ -250,10 +250,16 @@ def main() -> int:
         default=25,
         help="cycles on one cache before a fresh one (each cycle's checks read the whole cache)",
     )
+    parser.add_argument(
+        "--sync",
+        choices=("write", "group", "flush"),
+        default="write",
+        help="the proxy's sync setting (default: write, its default)",
+    )
     args = parser.parse_args()
     # the origin's writes to a killed proxy fail by design: not worth a traceback each
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
-    return asyncio.run(run(args.cycles, args.check, args.seed, args.fresh_every))
+    return asyncio.run(run(args.cycles, args.check, args.seed, args.fresh_every, args.sync))
 
 
 if __name__ == "__main__":
