@@ -67,15 +67,17 @@ access log, full of absolute URLs, and wwwproxy's X-Cache answers confirm):
    never asked before (its own range of N), so Squid fetches and stores each one, wwwproxy and
    warcprox fetch and record each one into their WARC files; nginx direct for reference.  After
    each such run the leg waits until its server is idle again (below 5 % of a core, at most
-   30 s: warcprox writes its records from a queue after answering), and the CPU counted is
-   until then.
+   60 s: warcprox answers first and writes its records later, from queues of up to 500), and
+   the CPU counted is until then.
 
-For each row and server: requests per second, p50 latency and how much it adds over direct's
-p50 (+p50), p99 latency (wrk's), errors (status >= 400 and socket errors), CPU microseconds per
-request of the server process (utime + stime of all its threads from /proc/PID/stat around the
-run, median over the runs; nginx: its worker) and that as a share of one core (cpu %: near 100,
-the server is the limit; well below, the load generator or the machine is; over 100, threads
-or work after the run), the server's peak RSS after the row (VmHWM from /proc/PID/status: a
+For each row and server: requests per second (rps, as wrk saw them answered) and done/s (the
+same requests over the run plus the time its server took to be idle again: what it recorded
+per second), p50 latency and how much it adds over direct's p50 (+p50), p99 latency (wrk's),
+errors (status >= 400 and socket errors), CPU microseconds per request of the server process
+(utime + stime of all its threads from /proc/PID/stat around the run and its time to idle,
+median over the runs; nginx: its worker) and that as a share of one core over that time (cpu
+%: near 100, the server is the limit; well below, the load generator or the machine is; over
+100, its threads), the server's peak RSS after the row (VmHWM from /proc/PID/status: a
 high-water mark, so it only grows from row to row), and how the proxy says it served the
 requests (counted from its access log over the run: Squid's TCP_MEM_HIT/TCP_MISS...,
 wwwproxy's X-Cache; warcprox logs no line per request: its records are counted from its WARC
@@ -83,7 +85,8 @@ files at the end).  The summary compares each wwwproxy leg with the others next 
 (issue 32): 1 KB hits >= 2.1 x Squid, 100 KB hits >= 6.8 x Squid, disk hits >= 0.5 x Squid,
 HTTPS hits >= 0.5 x plain-HTTP hits; cold misses 1 KB >= 1.5 x warcprox (without dedup) and
 >= 0.3 x Squid; mixed cold misses >= 1.5 x warcprox, >= 0.8 x Squid and a p50 added over direct
-at most 2 x Squid's.
+at most 2 x Squid's.  The rps ratios are the targets; done/s shows how far warcprox's rps runs
+ahead of its writer in runs this short.
 
 The machine's CPUs are shared by everything: wrk's two threads, the proxy, nginx (and, for the
 HTTPS row, the Python client); on a small machine that caps every figure, direct included.
@@ -402,7 +405,7 @@ def main() -> int:
     # each measured run has a few seconds of overhead, a cold one its wait for idle besides;
     # warcprox's installation up to 5 minutes
     budget = args.budget or (
-        150 + 300 * bool(cold) + args.runs * (legs * (args.duration + 4) + cold_legs * 10)
+        150 + 300 * bool(cold) + args.runs * (legs * (args.duration + 4) + cold_legs * 30)
     )
     tmp = Path(tempfile.mkdtemp(prefix="wwwproxy-sbs-"))
     tmp.chmod(0o755)  # Squid (as "proxy") and nginx's worker ("nobody") read under it

@@ -123,8 +123,8 @@ class Run:
 
     @property
     def cpu_pct(self) -> float | None:
-        """The server's CPU use over the run, in % of one core."""
-        return None if self.cpu_us is None else self.cpu_us * self.rps / 1e4
+        """The server's CPU use over the run and its time to idle, in % of one core."""
+        return None if self.cpu_us is None else self.cpu_us * self.done_rps / 1e4
 
 
 async def run_wrk(

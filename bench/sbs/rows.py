@@ -28,7 +28,7 @@ from .servers import MIXED_KIB, SIZES, URL_COUNTS
 MISS_STRIDE = 10_000_000  # each cold-miss run starts its URL numbers this far from the last
 HANDSHAKES = 50  # new connections timed for the handshake cost
 IDLE_SHARE = 0.05  # a server using less of a core than this is idle again after a run
-IDLE_LIMIT = 30.0  # seconds at most that a run waits for its server to be idle
+IDLE_LIMIT = 60.0  # seconds at most that a run waits for its server to be idle
 
 #: the cold-miss rows: key -> (path under the origin, title)
 COLD_ROWS = {
@@ -234,8 +234,9 @@ def mixed_note(row: Row) -> str:
         if requests:
             read.append(f"{leg.label} {sum(r.bytes for r in leg.runs) / requests / 1024:.0f}")
     return (
-        f"misses-mixed: /mixed/N is the body of N's last digit, {sizes} KiB: average "
-        f"{average:.1f} KiB;\n  read per response (KiB, headers included): " + ", ".join(read)
+        f"misses-mixed: /mixed/N is the body of N's last digit, {sizes} KiB:\n"
+        f"  average {average:.1f} KiB; read per response (KiB, headers included): "
+        + ", ".join(read)
     )
 
 
