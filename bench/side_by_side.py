@@ -66,9 +66,9 @@ access log, full of absolute URLs, and wwwproxy's X-Cache answers confirm):
    **online cold misses 1 KB-1 MB, 8 conns** (misses-mixed): each run of each leg asks URLs
    never asked before (its own range of N), so Squid fetches and stores each one, wwwproxy and
    warcprox fetch and record each one into their WARC files; nginx direct for reference.  After
-   each such run the leg waits until its server is idle again (below 5 % of a core, at most
-   60 s: warcprox answers first and writes its records later, from queues of up to 500), and
-   the CPU counted is until then.
+   each such run the leg waits until its server is idle again (below 5 % of a core for 0.75 s,
+   at most 60 s: warcprox answers first and writes its records later, from queues of up to
+   500), and the CPU counted is until then.
 
 For each row and server: requests per second (rps, as wrk saw them answered) and done/s (the
 same requests over the run plus the time its server took to be idle again: what it recorded

@@ -28,6 +28,7 @@ from .servers import MIXED_KIB, SIZES, URL_COUNTS
 MISS_STRIDE = 10_000_000  # each cold-miss run starts its URL numbers this far from the last
 HANDSHAKES = 50  # new connections timed for the handshake cost
 IDLE_SHARE = 0.05  # a server using less of a core than this is idle again after a run
+IDLE_QUIET = 3  # ... for this many quarter seconds in a row (not one wait for the disk)
 IDLE_LIMIT = 60.0  # seconds at most that a run waits for its server to be idle
 
 #: the cold-miss rows: key -> (path under the origin, title)
@@ -91,16 +92,27 @@ def fmt(value: float | None, spec: str) -> str:
 
 
 async def wait_idle(server: Server) -> float:
-    """Seconds until ``server`` uses less than IDLE_SHARE of a core (warcprox writes its WARC
-    records from a queue after answering; any server may have work left after a run)."""
-    start = last = time.monotonic()
+    """Seconds until ``server`` uses less than IDLE_SHARE of a core, IDLE_QUIET quarter seconds
+    in a row (warcprox writes its WARC records from a queue after answering; any server may
+    have work left after a run)."""
+    start = time.monotonic()
     before = server.stats()
+    quiet_since: float | None = None
+    quiet = 0
     while time.monotonic() - start < IDLE_LIMIT:
+        last = time.monotonic()
         await asyncio.sleep(0.25)
         after, now = server.stats(), time.monotonic()
-        if before is None or after is None or after[0] - before[0] <= IDLE_SHARE * (now - last):
-            return last - start
-        before, last = after, now
+        if before is None or after is None:
+            return now - start
+        if after[0] - before[0] <= IDLE_SHARE * (now - last):
+            quiet_since = last if quiet_since is None else quiet_since
+            quiet += 1
+            if quiet >= IDLE_QUIET:
+                return quiet_since - start
+        else:
+            quiet_since, quiet = None, 0
+        before = after
     return time.monotonic() - start
 
 
