@@ -1,7 +1,92 @@
 """Side-by-side speed benchmark: wwwproxy against Squid and warcprox, with nginx as the origin
 (not run by CI).
 
-example output:: (EXAMPLE)
+example output (this machine, 2026-11-28 16:45 UTC, while other sessions ran their tests: load
+average 5.3 at the start, 4.8 at the end; 2 CPUs, Debian's squid 5.7, nginx 1.22.1, wrk 4.1.0,
+warcprox 2.13.1; wwwproxy at ad42e69; ``--rows misses-1k --rows misses-mixed --runs 3
+--duration 5``, about 6 minutes with warcprox's installation)::
+
+    installing warcprox>=2.13,<2.14 into /tmp/wwwproxy-sbs-463p78_j/warcprox-venv ...
+    warcprox 2.13.1 installed
+    warcprox 2.13.1: warcprox options: --gzip; 'warcprox' --dedup-db-file=/dev/null (no deduplication),
+      'warcprox+dedup' its default sqlite dedup db; all else default: --max-threads 100,
+      --queue-size 500, rollover at 1 GB and none when idle, its sqlite stats db on (2.13 has
+      no --writer-threads: one WARC writer thread); it answers each request with
+      'Connection: close', so wrk opens a connection per request; the bodies of a row repeat
+      (one file per size), so with dedup on most records are revisits
+    2026-11-28 16:45 UTC, vm, 2 CPUs, Python 3.11.7; runs 3 x 5 s; load average 5.27 6.86 5.10
+    nginx 127.0.0.1:34007 + TLS :45391 (worker pid 29664), Squid :58051 (pid 29667),
+    wwwproxy :36311 (pid 29669),
+    warcprox :38635 (pid 29777),
+    warcprox+dedup :50657 (pid 29784)
+      misses-1k    1/3 Squid                  976/s p50   7.36 p99   16.89 err 0 cpu   883us TCP_MISS 100%
+      misses-1k    1/3 wwwproxy               148/s p50  50.54 p99  114.53 err 0 cpu  5689us X-Cache MISS 100% +0.3s to idle
+      misses-1k    1/3 warcprox               401/s p50  17.86 p99   70.79 err 0 cpu  2956us - +1.5s to idle
+      misses-1k    1/3 warcprox+dedup         411/s p50  18.43 p99   45.91 err 0 cpu  3017us - +1.8s to idle
+      misses-1k    1/3 direct               14975/s p50   0.47 p99    4.03 err 0 cpu    41us -
+      misses-1k    2/3 Squid                 2328/s p50   3.33 p99    7.12 err 0 cpu   318us TCP_MISS 100%
+      misses-1k    2/3 wwwproxy               131/s p50  57.20 p99  136.18 err 0 cpu  6337us X-Cache MISS 100% +0.3s to idle
+      misses-1k    2/3 warcprox               426/s p50  16.79 p99   67.87 err 0 cpu  2542us - +1.3s to idle
+      misses-1k    2/3 warcprox+dedup         465/s p50  16.06 p99   40.40 err 0 cpu  2940us - +2.0s to idle
+      misses-1k    2/3 direct               14840/s p50   0.45 p99    8.09 err 0 cpu    37us -
+      misses-1k    3/3 Squid                 2998/s p50   2.39 p99   15.90 err 0 cpu   272us TCP_MISS 100%
+      misses-1k    3/3 wwwproxy               167/s p50  45.50 p99   92.94 err 0 cpu  5832us X-Cache MISS 100% +0.5s to idle
+      misses-1k    3/3 warcprox               385/s p50  18.29 p99   68.35 err 0 cpu  3074us - +1.0s to idle
+      misses-1k    3/3 warcprox+dedup         405/s p50  18.30 p99   46.93 err 0 cpu  3569us - +2.0s to idle
+      misses-1k    3/3 direct               18987/s p50   0.34 p99    6.19 err 0 cpu    39us -
+      misses-mixed 1/3 Squid                  230/s p50  29.98 p99  163.64 err 0 cpu  3276us TCP_MISS 100%
+      misses-mixed 1/3 wwwproxy                48/s p50 147.04 p99  346.79 err 0 cpu 13469us X-Cache MISS 100% +0.3s to idle
+      misses-mixed 1/3 warcprox               158/s p50  43.66 p99  239.22 err 0 cpu 20586us - +17.9s to idle
+      misses-mixed 1/3 warcprox+dedup         175/s p50  39.57 p99  150.62 err 0 cpu  9785us - +4.8s to idle
+      misses-mixed 1/3 direct                3749/s p50   1.45 p99   13.76 err 0 cpu   120us -
+      misses-mixed 2/3 Squid                  186/s p50  42.97 p99  223.69 err 0 cpu  3636us TCP_MISS 100%
+      misses-mixed 2/3 wwwproxy                51/s p50 144.78 p99  331.85 err 0 cpu 13089us X-Cache MISS 100% +0.3s to idle
+      misses-mixed 2/3 warcprox               163/s p50  44.32 p99  151.58 err 0 cpu 19549us - +18.7s to idle
+      misses-mixed 2/3 warcprox+dedup         181/s p50  34.21 p99  161.94 err 0 cpu  7230us - +1.3s to idle
+      misses-mixed 2/3 direct                3379/s p50   1.83 p99   21.40 err 0 cpu   117us -
+      misses-mixed 3/3 Squid                  215/s p50  34.98 p99  178.87 err 0 cpu  3305us TCP_MISS 100%
+      misses-mixed 3/3 wwwproxy                52/s p50 140.71 p99  340.66 err 0 cpu 13270us X-Cache MISS 100% +0.5s to idle
+      misses-mixed 3/3 warcprox               188/s p50  39.34 p99  115.66 err 0 cpu 18865us - +18.7s to idle
+      misses-mixed 3/3 warcprox+dedup         192/s p50  37.93 p99  110.44 err 0 cpu  4908us - +0.5s to idle
+      misses-mixed 3/3 direct                3985/s p50   1.65 p99   13.28 err 0 cpu   101us -
+
+      server                 rps done/s p50 ms   +p50  p99 ms errors cpu us/req cpu % peak RSS  served as
+    -----------------------------------------------------------------------------------------------------------------
+    online cold misses 1 KB, 8 conns
+      Squid                 2328   2328   3.33   2.88   15.90      0        318    82  265 MiB  TCP_MISS 100%
+      wwwproxy               148    140  50.54  50.09  114.53      0       5832    80   71 MiB  X-Cache MISS 100%
+      warcprox               401    321  17.86  17.41   68.35      0       2956    91   71 MiB  -
+      warcprox+dedup         411    305  18.30  17.85   45.91      0       3017    98   73 MiB  -
+      direct               14975  14974   0.45      -    6.19      0         39    61    6 MiB  -
+    online cold misses 1 KB-1 MB, 8 conns
+      Squid                  215    215  34.98  33.33  178.87      0       3305    71  404 MiB  TCP_MISS 100%
+      wwwproxy                51     47 144.78 143.13  340.66      0      13270    63  122 MiB  X-Cache MISS 100%
+      warcprox               163     35  43.66  42.01  151.58      0      19549    72  127 MiB  -
+      warcprox+dedup         181    145  37.93  36.28  150.62      0       7230    88  123 MiB  -
+      direct                3749   3749   1.65      -   13.76      0        117    40    6 MiB  -
+
+    row                                   compared                                                  ratio  target met
+    -----------------------------------------------------------------------------------------------------------------
+    online cold misses 1 KB, 8 conns      wwwproxy / warcprox rps                     148      401  0.37x  >= 1.5  NO
+                                          wwwproxy / warcprox done/s                  140      321  0.44x       -   -
+                                          wwwproxy / warcprox+dedup rps               148      411  0.36x       -   -
+                                          wwwproxy / Squid rps                        148     2328  0.06x  >= 0.3  NO
+                                          wwwproxy / Squid +p50 ms                  50.09     2.88 17.39x       -   -
+                                          wwwproxy / direct rps                       148    14975  0.01x       -   -
+    online cold misses 1 KB-1 MB, 8 conns wwwproxy / warcprox rps                      51      163  0.31x  >= 1.5  NO
+                                          wwwproxy / warcprox done/s                   47       35  1.35x       -   -
+                                          wwwproxy / warcprox+dedup rps                51      181  0.28x       -   -
+                                          wwwproxy / Squid rps                         51      215  0.24x  >= 0.8  NO
+                                          wwwproxy / Squid +p50 ms                 143.13    33.33  4.29x  <= 2.0  NO
+                                          wwwproxy / direct rps                        51     3749  0.01x       -   -
+    misses-mixed: /mixed/N is the body of N's last digit, 1, 2, 8, 16, 64, 128, 256, 512, 896, 1024 KiB:
+      average 290.7 KiB; read per response (KiB, headers included):
+      Squid 289, wwwproxy 292, warcprox 289, warcprox+dedup 289, direct 291
+    wwwproxy archive at the end: 3048 WARC file(s), 74 MiB
+    warcprox archive at the end: 1 WARC file(s), 238 MiB; records {'request': 8727, 'response': 8727, 'warcinfo': 1} for 8687 requests answered
+    warcprox+dedup archive at the end: 1 WARC file(s), 25 MiB; records {'request': 9295, 'response': 90, 'revisit': 9205, 'warcinfo': 1} for 9249 requests answered
+    load average at the end: 4.84 5.95 5.17
+    warcprox+dedup: exit 0; warcprox: exit 0; wwwproxy: exit 0; Squid: exit 0; nginx: exit 0
 
 What one run does, all on 127.0.0.1, in a temporary directory that is removed afterwards (the
 parts are in ``bench/sbs/``: processes, servers, warcprox_leg, load, rows, report):
@@ -103,12 +188,12 @@ file with ``--watchdog``, in its own session, reading the servers' PIDs on a pip
 close, stops whichever of those PIDs still run the same command line, and removes Squid's
 /dev/shm segments and the temporary directory.
 
-Run:  .venv/bin/python bench/side_by_side.py                      (6 to 8 minutes)
+Run:  .venv/bin/python bench/side_by_side.py                      (about 10 minutes)
       .venv/bin/python bench/side_by_side.py --rows misses-1k --rows misses-mixed \\
           --warcprox-venv /tmp/warcprox-venv                       (the cold misses alone)
       .venv/bin/python bench/side_by_side.py --rows misses-mixed --sync-modes write,flush
       .venv/bin/python bench/side_by_side.py --duration 10 --runs 5
-"""
+"""  # noqa: E501 (the example output is as wide as the program prints it)
 
 from __future__ import annotations
 

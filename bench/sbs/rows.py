@@ -247,7 +247,7 @@ def mixed_note(row: Row) -> str:
             read.append(f"{leg.label} {sum(r.bytes for r in leg.runs) / requests / 1024:.0f}")
     return (
         f"misses-mixed: /mixed/N is the body of N's last digit, {sizes} KiB:\n"
-        f"  average {average:.1f} KiB; read per response (KiB, headers included): "
+        f"  average {average:.1f} KiB; read per response (KiB, headers included):\n  "
         + ", ".join(read)
     )
 
