@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 import aiohttp
-import side_by_side as sbs  # bench/side_by_side.py (run from bench/): nginx and its files
+from sbs.processes import stop  # bench/sbs/ (run from bench/): nginx and its files
+from sbs.servers import make_origin_files, start_nginx
 
 CONCURRENCY = 8  # as the cold-miss row's wrk connections
 
@@ -48,15 +49,15 @@ async def one_run(session: aiohttp.ClientSession, url: str, duration: float) -> 
 async def main_async(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="wwwproxy-floor-") as name:
         tmp = Path(name)
-        cert, _ = sbs.make_origin_files(tmp)
-        nginx, _ = await sbs.start_nginx(tmp, cert)
+        cert, _ = make_origin_files(tmp)
+        nginx, _ = await start_nginx(tmp, cert)
         try:
             url = f"http://127.0.0.1:{nginx.port}/1k/"
             async with aiohttp.ClientSession() as session:
                 await one_run(session, url, 1.0)  # connections made, code warm
                 runs = [await one_run(session, url, args.duration) for _ in range(args.runs)]
         finally:
-            print(sbs.stop(nginx.proc, "nginx"), file=sys.stderr)
+            print(stop(nginx.proc, "nginx"), file=sys.stderr)
     rps = statistics.median(r[0] for r in runs)
     cpu = statistics.median(r[1] for r in runs)
     print(f"aiohttp client, 1 KB from nginx, {CONCURRENCY} at a time, median of {args.runs}:")

@@ -33,7 +33,6 @@ import collections
 import contextlib
 import math
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 from procs import free_port, wait_for_port  # bench/procs.py (run from bench/)
+from sbs.servers import make_body  # bench/sbs/ (run from bench/)
 
 SIZES = {"1k": 1024, "100k": 100 * 1024}
 WARMUP = 32  # requests per scenario before the clock starts (own URLs in (b), not counted)
@@ -52,19 +52,6 @@ REQUEST_TIMEOUT = 30.0  # per request, so a stuck proxy shows as an error, not a
 SCENARIO_CAP = 45.0  # seconds: after this, no new requests are started in a scenario
 ORIGIN_LIFETIME = 300.0  # the origin exits by itself after this, whatever happens
 PROXY_LOG_TAIL = 30
-
-
-def make_body(size: int, seed: int) -> bytes:
-    """Text-like bytes (words, roughly as compressible as HTML), fixed per size."""
-    rng = random.Random(seed)
-    words = [
-        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9)))
-        for _ in range(400)
-    ]
-    out = bytearray(b"<html><body><p>")
-    while len(out) < size:
-        out += rng.choice(words).encode() + (b"</p>\n<p>" if rng.random() < 0.05 else b" ")
-    return bytes(out[:size])
 
 
 # --- the origin (child process) --------------------------------------------------------------

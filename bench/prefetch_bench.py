@@ -64,7 +64,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from procs import free_port, nginx_preamble, wait_for_port  # bench/procs.py (run from bench/)
-from side_by_side import NGINX, _die_with_parent, spawn, stop, tail
+from sbs.processes import die_with_parent, spawn, stop, tail
+from sbs.servers import NGINX
 from warcio.archiveiterator import ArchiveIterator
 
 REPO = Path(__file__).resolve().parent.parent
@@ -254,7 +255,7 @@ def start_wwwproxy(work: Path, url: str, source: Path, args: list[str]) -> subpr
             stderr=subprocess.STDOUT,
             cwd=work,
             env=python_env(source, work.parent),
-            preexec_fn=_die_with_parent,  # noqa: PLW1509
+            preexec_fn=die_with_parent,  # noqa: PLW1509
         )
 
 

@@ -68,7 +68,8 @@ from pathlib import Path
 from typing import IO
 
 from prefetch_bench import ROOTS, Deadline, python_env, served_docs, source_label
-from side_by_side import NGINX, _die_with_parent, stop, tail
+from sbs.processes import die_with_parent, stop, tail
+from sbs.servers import NGINX
 from warcio.archiveiterator import ArchiveIterator
 
 REPO = Path(__file__).resolve().parent.parent
@@ -370,7 +371,7 @@ def crawl(
         stderr=subprocess.STDOUT,
         cwd=work,
         env=python_env(source, work.parent),
-        preexec_fn=_die_with_parent,  # noqa: PLW1509
+        preexec_fn=die_with_parent,  # noqa: PLW1509
     )
     assert proc.stdout is not None
     lines = LineLog(proc.stdout, work / "fetch.log")
