@@ -302,11 +302,14 @@ class _PlainBase:
     neither ``urljoin`` nor the general parser need see it.  The table test compares it with
     them (tests/fetch/test_links_plain.py)."""
 
-    __slots__ = ("directories", "origin", "path")
+    __slots__ = ("directories", "known", "origin", "path")
 
     def __init__(self, page: _Base) -> None:
         self.origin = page.origin  # proto://[userinfo@]host[:port]
         self.path = page.path  # the page's URL without its query ("": left to the rules)
+        #: the links of the references but queries alone, shared by the pages of a directory
+        #: (which repeat their navigation): what was worked out before is looked up
+        self.known = _known(page.origin, page.directory)
         #: the page's directory, its parent, ... up to the root (none: left to the rules)
         self.directories: list[str] = []
         if page.directory:
@@ -319,6 +322,17 @@ class _PlainBase:
     def link(self, ref: str) -> str | None:
         """The canonical URL ``ref`` (as written in the page) leads to, or None: not a
         reference this knows the link of (ask :func:`_canonical`)."""
+        url = self.known.get(ref)
+        if url is None:
+            url = self._link(ref)
+            if url is not None and ref[0] != "?":
+                if len(self.known) >= _KNOWN_MAX:
+                    self.known.clear()
+                self.known[ref] = url
+        return url
+
+    def _link(self, ref: str) -> str | None:
+        """:meth:`link`, worked out."""
         m = _PLAIN_REF.fullmatch(ref)
         if m is None:
             return _written(ref) if ref[:4] == "http" else None
@@ -339,6 +353,22 @@ class _PlainBase:
         if query and self.path:
             return self.path + query  # a query alone
         return None  # nothing, or a fragment alone
+
+
+#: :attr:`_PlainBase.known` of each (origin, directory), and how many links each holds at most
+_KNOWN: dict[tuple[str, str], dict[str, str]] = {}
+_KNOWN_DIRECTORIES = 1024
+_KNOWN_MAX = 16384
+
+
+def _known(origin: str, directory: str) -> dict[str, str]:
+    """The links known of the references on the pages of ``directory`` (at ``origin``)."""
+    known = _KNOWN.get((origin, directory))
+    if known is None:
+        if len(_KNOWN) >= _KNOWN_DIRECTORIES:
+            _KNOWN.clear()
+        known = _KNOWN[origin, directory] = {}
+    return known
 
 
 def _written(ref: str) -> str | None:
