@@ -8,7 +8,6 @@ there or, when the helper cannot, here.
 from __future__ import annotations
 
 import functools
-import queue
 import sys
 from collections.abc import Sequence
 from typing import cast
@@ -17,7 +16,7 @@ from ..archive.search.helper import Helper, serve
 from .bodies import Recorded, page_links
 from .links import Link, PageLinks
 
-__all__ = ["LinkHelper", "LinkHelpers", "Page", "links_of"]
+__all__ = ["LinkHelper", "Page", "links_of"]
 
 _MODULE = "wwwproxy.fetch.linkproc"
 
@@ -115,33 +114,6 @@ class LinkHelper(Helper[Page, "PageLinks | ValueError"]):
         if isinstance(result, ValueError):
             raise result
         return result
-
-
-class LinkHelpers:
-    """Up to ``count`` link helpers of one crawl, one for each page read at once: a crawl's
-    pages come faster than one core reads their links, and the crawl itself waits on little
-    else.  The one used last is used again first, so a crawl that reads one page at a time
-    starts one helper only."""
-
-    def __init__(self, count: int, *, max_links: int | None = None) -> None:
-        self.helpers = [LinkHelper(max_links=max_links) for _ in range(max(1, count))]
-        self._idle: queue.LifoQueue[LinkHelper] = queue.LifoQueue()
-        for helper in reversed(self.helpers):
-            self._idle.put(helper)
-
-    def links(self, page: Page) -> PageLinks:
-        """The links of one page (in the first helper free); ValueError if its body cannot
-        be decoded."""
-        helper = self._idle.get()
-        try:
-            return helper.links(page)
-        finally:
-            self._idle.put(helper)
-
-    def stop(self) -> None:
-        """End every helper started."""
-        for helper in self.helpers:
-            helper.stop()
 
 
 if __name__ == "__main__":

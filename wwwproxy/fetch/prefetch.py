@@ -75,7 +75,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
 import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
@@ -95,7 +94,7 @@ from ..recording.services import Services
 from ..recording.upstream import UpstreamError
 from ..url import URL, InvalidURL, canonicalize, wire_target
 from .bodies import Recorded, Response, page_links, read_decoded
-from .linkproc import LinkHelpers
+from .linkproc import LinkHelper
 from .links import PageLinks, is_css, is_html
 from .progress import Progress
 from .render import Rendered
@@ -126,8 +125,6 @@ KEEP_BODY = 4 * 1024 * 1024
 OWN_PAGE = "one of this proxy's own pages: not fetched"
 #: pages and style sheets a run reads for links itself before it starts a link helper
 LINK_HELPER_AFTER = 16
-#: link helpers at most (one a core: the crawl's own process mostly waits for them)
-LINK_HELPERS = max(1, min(4, os.cpu_count() or 1))
 
 
 # --- the crawler -------------------------------------------------------------------------------
@@ -178,7 +175,7 @@ class Prefetcher:
         self._robots: dict[str, asyncio.Future[RobotsRules]] = {}
         self._work: asyncio.Queue[Task] = asyncio.Queue()
         self._max_links = services.config.max_links_per_page or None
-        self._link_helpers = LinkHelpers(LINK_HELPERS, max_links=self._max_links)
+        self._link_helper = LinkHelper(max_links=self._max_links)
         self._pages_read = 0
         #: without a search index (``wwwproxy fetch``): what has the next one index the pages
         self._unindexed = UnindexedMark(self.store.root) if services.search is None else None
@@ -218,7 +215,7 @@ class Prefetcher:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-            await asyncio.to_thread(self._link_helpers.stop)
+            await asyncio.to_thread(self._link_helper.stop)
             if self._unindexed is not None:
                 self._unindexed.done()
             self.progress.close()
@@ -457,7 +454,7 @@ class Prefetcher:
     def _links(self, url: URL, entry: Response, hyperlinks: bool) -> PageLinks:
         """The links of a page or style sheet (blocking), at most ``max_links_per_page``;
         ``hyperlinks`` False: its requisites only.  Past the run's first pages, a page just
-        recorded is read in a link helper, on another core (a short run does not start
+        recorded is read in the link helper, on another core (a short run does not start
         one)."""
         readable = self._readable(url, entry)
         if readable is None:
@@ -469,7 +466,7 @@ class Prefetcher:
             and self._pages_read > LINK_HELPER_AFTER
         ):
             page = (readable.body, readable.headers, url.file, hyperlinks)
-            return self._link_helpers.links(page)
+            return self._link_helper.links(page)
         return page_links(readable, url.file, hyperlinks=hyperlinks, max_links=self._max_links)
 
     @staticmethod
