@@ -104,6 +104,7 @@ def test_fetched_pages_are_in_the_search_index(
     index = services.search
     assert index is not None
     try:
+        assert index.flush(60)  # caught up in the background (a search waits but a while)
         hits = index.search("end").hits
     finally:
         index.close()
