@@ -1,7 +1,7 @@
 """Link extraction rate of ``wwwproxy fetch``: references (``href``, ``src`` ...) read per
 second, and the distinct links they give (not run by CI).
 
-Two page sets, each read by :func:`~wwwproxy.fetch.html_links.extract_html_links` in each of
+Three page sets, each read by :func:`~wwwproxy.fetch.html_links.extract_html_links` in each of
 these ways, in a child process of its own (its own peak RSS, cold caches):
 
 - ``before`` (with ``--before``): an older revision of the package;
@@ -13,7 +13,8 @@ these ways, in a child process of its own (its own peak RSS, cold caches):
 The sets: a generated page of 200,000 distinct links (8 MB, the mix of a large index page:
 root-relative, relative, absolute with a query, ``../`` with a fragment, query-only), and the
 Python documentation (``apt-get install python3-doc``: /usr/share/doc/python3-doc/html, read as
-served from https://docs.python.org/3/); without it, generated documentation-like pages, and
+served from https://docs.python.org/3/, and again as served from a loopback address and port,
+as ``bench/prefetch_bench.py`` crawls it); without it, generated documentation-like pages, and
 the output says so.  Both ways must give the same links (compared by digest).  Times are CPU
 times (the machine may be busy); "resolving" is the rate of resolving and canonicalizing the
 references alone (:func:`~wwwproxy.fetch.links.resolve_links`, the pages tokenized before),
@@ -42,6 +43,8 @@ from typing import Any
 
 DOCS = Path("/usr/share/doc/python3-doc/html")
 DOCS_BASE = "https://docs.python.org/3/"
+#: the documentation as bench/prefetch_bench.py crawls it: from nginx on a loopback address
+CRAWL_BASE = "http://127.0.0.1:8080/"
 BIG_BASE = "http://example.com/dir/index.html"
 
 
@@ -97,10 +100,10 @@ def generated_docs(pages: int = 400, seed: int = 2) -> list[tuple[str, bytes]]:
     return out
 
 
-def doc_pages() -> tuple[str, list[tuple[str, bytes]]]:
+def doc_pages(base: str = DOCS_BASE) -> tuple[str, list[tuple[str, bytes]]]:
     if DOCS.is_dir():
         files = sorted(DOCS.rglob("*.html"))
-        pages = [(DOCS_BASE + str(f.relative_to(DOCS)), f.read_bytes()) for f in files]
+        pages = [(base + str(f.relative_to(DOCS)), f.read_bytes()) for f in files]
         return f"Python documentation ({DOCS}, {len(pages)} pages)", pages
     return "generated documentation-like pages (python3-doc not installed)", generated_docs()
 
@@ -112,6 +115,7 @@ def general_only() -> None:
 
     links._join_plain = lambda base, ref: None  # type: ignore[assignment]
     links.is_canonical_web_url = lambda url: False  # type: ignore[assignment]
+    links._plain_base = lambda base: None  # type: ignore[assignment]
     canonical._as_written = lambda url: None  # type: ignore[assignment]
 
 
@@ -127,7 +131,10 @@ def measure(which: str, mode: str, count: int) -> dict[str, object]:
     if mode == "general":
         general_only()
     bound = {"max_links": Config().max_links_per_page} if mode == "bounded" else {}
-    pages = [(BIG_BASE, big_page(count))] if which == "big" else doc_pages()[1]
+    if which == "big":
+        pages = [(BIG_BASE, big_page(count))]
+    else:
+        pages = doc_pages(CRAWL_BASE if which == "crawl" else DOCS_BASE)[1]
     # resolving alone: the references of each page, tokenized first, resolved against its URL
     read = []
     for base, data in pages:
@@ -208,7 +215,12 @@ def main() -> None:
         modes = [("general", here), ("fast", here), ("bounded", here)]
         if args.before:
             modes.insert(0, (f"before ({args.before})", before_tree))
-        sets = [("big", f"one page of {args.links} links"), ("docs", doc_pages()[0])]
+        docs = doc_pages()[0]
+        sets = [
+            ("big", f"one page of {args.links} links"),
+            ("docs", docs),
+            ("crawl", f"{docs}, served from {CRAWL_BASE} (a loopback address, as crawled)"),
+        ]
         for which, label in sets:
             got = {
                 mode: run_child(which, mode.split()[0], args.links, source)

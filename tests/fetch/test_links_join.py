@@ -23,14 +23,18 @@ from .test_html_tokenizer import BASES, REF_PIECES
 
 @contextmanager
 def general_only() -> Iterator[None]:
-    """Every reference through urljoin and the general canonicalize."""
-    join, written = links._join_plain, links.is_canonical_web_url
+    """Every reference through urljoin and the general canonicalize, no resolution shared."""
+    join, written, plain = links._join_plain, links.is_canonical_web_url, links._plain_base
     links._join_plain = lambda base, ref: None  # type: ignore[assignment]
     links.is_canonical_web_url = lambda url: False  # type: ignore[assignment]
+    links._plain_base = lambda base: None  # type: ignore[assignment]
+    links._SHARED.clear()  # (resolutions of the fast paths)
     try:
         yield
     finally:
         links._join_plain, links.is_canonical_web_url = join, written
+        links._plain_base = plain
+        links._SHARED.clear()
 
 
 def same_link(ref: str, base: str | None, codec: str | None = None) -> bool:

@@ -1,7 +1,8 @@
 """``wwwproxy fetch`` and ``wwwproxy urldb``: argument parsing and the thin command functions
 (the crawler is :mod:`wwwproxy.fetch.prefetch`, the database :mod:`wwwproxy.urldb`).  They
 fetch through the services :func:`wwwproxy.recording.wiring.open_services` builds: the same
-recording engine, cache policy, queue and search index as ``wwwproxy serve``; ``--render``
+recording engine, cache policy and queue as ``wwwproxy serve`` (``fetch`` without the search
+index: the proxy's, or the next one to start, catches up with its pages); ``--render``
 also through a proxy of those services for the browser (:func:`wwwproxy.app.browser_recorder`).
 
 Exit status: 0 all done, 1 something failed (a URL, a record, a database file), 2 usage or
@@ -157,12 +158,15 @@ def _store(config: Config) -> Store:
         raise ListError(f"cannot use the cache {config.cache}: {exc.strerror or exc}") from None
 
 
-def _services(config: Config, store: Store, per_host: int) -> AbstractAsyncContextManager[Services]:
+def _services(
+    config: Config, store: Store, per_host: int, *, search: bool = True
+) -> AbstractAsyncContextManager[Services]:
     """The services a sub-command fetches through (not listening): the store it has
-    opened, at most ``per_host`` connections to one host."""
+    opened, at most ``per_host`` connections to one host; ``search`` False: no search index
+    (the crawler has the next process with one index its pages)."""
     from ..recording import wiring  # not ..app: a crawl needs neither the server nor its pages
 
-    return wiring.open_services(config, store=store, limit_per_host=per_host)
+    return wiring.open_services(config, store=store, limit_per_host=per_host, search=search)
 
 
 def _err(command: str, message: object) -> None:
@@ -410,7 +414,7 @@ async def _fetch(
     from ..fetch.prefetch import Prefetcher
 
     if render is None:
-        async with _services(config, store, options.per_host) as services:
+        async with _services(config, store, options.per_host, search=False) as services:
             holder.append(Prefetcher(services, options, progress))
             return await holder[0].run(urls, queue=queue)
     from ..app import browser_recorder
@@ -418,7 +422,7 @@ async def _fetch(
 
     # the browser's requests go through a proxy of the crawl's own services: what the pages'
     # scripts fetch is recorded as the crawl's pages are
-    async with _services(config, store, options.per_host) as services:
+    async with _services(config, store, options.per_host, search=False) as services:
         services.browser_recorder = functools.partial(browser_recorder, services)
         async with rendering(services, render) as renderer:
             holder.append(Prefetcher(services, options, progress, renderer))

@@ -283,6 +283,122 @@ def page_base(base_url: str) -> str | None:
     return url.file if url.proto in _WEB and not url.local else None
 
 
+# A reference whose link is the page's own canonical URL put together with it, canonical as
+# it stands: a root-relative or relative path (maybe after ``./`` and ``../`` steps) of bytes
+# that stay bare, but ``:`` and ``;``, or nothing but a query; a query of bytes that stay bare;
+# any printable ASCII fragment.  Its segments must be neither empty nor start with ``.``
+# (:meth:`_PlainBase.link` looks: a flat expression is matched faster).
+_PLAIN_REF = re.compile(
+    r"(/|(?:\.\.?/)*)"  # the root, or the steps up (maybe none)
+    r"([A-Za-z0-9!$()*+,\-./=_~]*)"  # the path
+    r"(\?[A-Za-z0-9!$()*,\-./:_|~&=;+?]+)?"  # the query
+    r"(?:#[ -~]*)?"  # the fragment, which the link has not
+)
+
+
+class _PlainBase:
+    """What a reference matching :data:`_PLAIN_REF` is put after on a page whose URL is
+    canonical (http(s), not the proxy's own): the link is then canonical as put together, so
+    neither ``urljoin`` nor the general parser need see it.  The table test compares it with
+    them (tests/fetch/test_links_plain.py)."""
+
+    __slots__ = ("directories", "known", "origin", "path")
+
+    def __init__(self, page: _Base) -> None:
+        self.origin = page.origin  # proto://[userinfo@]host[:port]
+        self.path = page.path  # the page's URL without its query ("": left to the rules)
+        #: the links of the references but queries alone, shared by the pages of a directory
+        #: (which repeat their navigation): what was worked out before is looked up
+        self.known = _known(page.origin, page.directory)
+        #: the page's directory, its parent, ... up to the root (none: left to the rules)
+        self.directories: list[str] = []
+        if page.directory:
+            directory = page.directory
+            self.directories.append(directory)
+            while len(directory) > len(page.origin) + 1:
+                directory = directory[: directory.rfind("/", 0, -1) + 1]
+                self.directories.append(directory)
+
+    def link(self, ref: str) -> str | None:
+        """The canonical URL ``ref`` (as written in the page) leads to, or None: not a
+        reference this knows the link of (ask :func:`_canonical`)."""
+        url = self.known.get(ref)
+        if url is None:
+            url = self._link(ref)
+            if url is not None and ref[0] != "?":
+                if len(self.known) >= _KNOWN_MAX:
+                    self.known.clear()
+                self.known[ref] = url
+        return url
+
+    def _link(self, ref: str) -> str | None:
+        """:meth:`link`, worked out."""
+        m = _PLAIN_REF.fullmatch(ref)
+        if m is None:
+            return _written(ref) if ref[:4] == "http" else None
+        steps, path, query = m.groups()
+        if path and (path[0] in "./" or "/." in path or "//" in path):
+            return None  # "//" merged, or a dot segment maybe
+        if query is None:
+            query = ""
+        elif "&amp;" in query:
+            return None  # an entity the rules replace
+        if steps == "/":
+            return self.origin + "/" + path + query
+        if steps or path:
+            up = steps.count("../")
+            if up >= len(self.directories):
+                return None  # above the root, or no directory to go from
+            return self.directories[up] + path + query
+        if query and self.path:
+            return self.path + query  # a query alone
+        return None  # nothing, or a fragment alone
+
+
+#: :attr:`_PlainBase.known` of each (origin, directory), and how many links each holds at most
+_KNOWN: dict[tuple[str, str], dict[str, str]] = {}
+_KNOWN_DIRECTORIES = 1024
+_KNOWN_MAX = 16384
+
+
+def _known(origin: str, directory: str) -> dict[str, str]:
+    """The links known of the references on the pages of ``directory`` (at ``origin``)."""
+    known = _KNOWN.get((origin, directory))
+    if known is None:
+        if len(_KNOWN) >= _KNOWN_DIRECTORIES:
+            _KNOWN.clear()
+        known = _KNOWN[origin, directory] = {}
+    return known
+
+
+def _written(ref: str) -> str | None:
+    """An absolute http(s) ``ref`` canonical as written but for a printable ASCII fragment:
+    its link is itself without the fragment (None: ask :func:`_canonical`)."""
+    hash_at = ref.find("#")
+    if hash_at >= 0:
+        if _FRAGMENT.fullmatch(ref, hash_at + 1) is None:
+            return None
+        ref = ref[:hash_at]
+    return ref if is_canonical_web_url(ref) else None
+
+
+_FRAGMENT = re.compile(r"[ -~]*")
+
+
+def _plain_base(base: str | None) -> _PlainBase | None:
+    """The :class:`_PlainBase` of a page at ``base``, if its URL is canonical (else None)."""
+    page = _Base.of(base)
+    if page is None or not page.origin or base is None:
+        return None
+    try:
+        url = canonicalize(base)
+    except InvalidURL:
+        return None
+    if url.file != base or url.local or url.proto not in _WEB:
+        return None
+    return _PlainBase(page)
+
+
 #: resolutions shared by all pages: (reference, base or its directory, query codec) -> URL
 _SHARED: dict[tuple[str, str | None, str | None], str | None] = {}
 _SHARED_MAX = 32768
@@ -336,9 +452,9 @@ def resolve_links(
     in_html: dict[str, str | None] = {}
     in_style: dict[str, str | None] = {}
     left_out: set[tuple[str, bool]] = set()
-    shared = _SHARED
     page = _Base.of(base)
     base_dir = _directory(base)
+    plain = _plain_base(base)
     for value, kind, requisite, in_css in items:
         resolved = in_style if in_css else in_html
         url = resolved.get(value, _UNRESOLVED)
@@ -348,22 +464,9 @@ def resolve_links(
                 if ref and ref[0] != "#":  # (nothing, or the page itself: never a link)
                     left_out.add((value, in_css))
                 continue
-            codec = None if in_css else query_codec
-            ref = _clean(value)
-            if not ref or ref[0] == "#":
-                url = None  # nothing, or this very page
-            else:
-                if "#" in ref or ":" in ref or ref[0] in "?;":
-                    ref, context = _shared_key(ref, base, base_dir)
-                else:
-                    context = base_dir  # a relative path (the most common case, at once)
-                key = (ref, context, codec)
-                url = shared.get(key, _UNRESOLVED)
-                if url is _UNRESOLVED:
-                    url = _canonical(ref, page, codec)
-                    if len(shared) >= _SHARED_MAX:
-                        shared.clear()
-                    shared[key] = url
+            url = plain.link(value) if plain is not None else None
+            if url is None:
+                url = _resolve(value, in_css, query_codec, page, base, base_dir)
             resolved[value] = url
         if url is None:
             continue
@@ -371,6 +474,34 @@ def resolve_links(
         if prev is None or (requisite and not prev.requisite):
             found[url] = Link(url, kind, requisite)
     return PageLinks(found.values(), len(left_out))
+
+
+def _resolve(
+    value: str,
+    in_css: bool,
+    query_codec: str | None,
+    page: _Base | None,
+    base: str | None,
+    base_dir: str | None,
+) -> str | None:
+    """A reference's link by the general rules (:func:`_canonical`), shared by all pages."""
+    ref = _clean(value)
+    if not ref or ref[0] == "#":
+        return None  # nothing, or this very page
+    if "#" in ref or ":" in ref or ref[0] in "?;":
+        ref, context = _shared_key(ref, base, base_dir)
+    else:
+        context = base_dir  # a relative path (the most common case, at once)
+    codec = None if in_css else query_codec
+    key = (ref, context, codec)
+    shared = _SHARED
+    url = shared.get(key, _UNRESOLVED)
+    if url is _UNRESOLVED:
+        url = _canonical(ref, page, codec)
+        if len(shared) >= _SHARED_MAX:
+            shared.clear()
+        shared[key] = url
+    return url
 
 
 # --- character encodings -------------------------------------------------------------------

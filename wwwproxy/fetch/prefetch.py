@@ -53,9 +53,12 @@ Rules (decisions where the issue was silent are marked *):
   ``delay`` seconds between the starts of two requests to one host.
 * **Writers.**  The WARC appends hold an exclusive ``flock`` per cache file and the CDXJ
   journal appends a ``flock`` on the journal, so ``wwwproxy fetch`` and a running ``wwwproxy
-  serve`` (or two fetches) may write the same cache at once.  What is fetched also goes into
-  the cache's full-text search index (the services attach it; SQLite in WAL mode takes writers
-  from both processes), so the proxy's ``/search/`` finds it at once.
+  serve`` (or two fetches) may write the same cache at once.  What is fetched goes into the
+  cache's full-text search index through the services' index if they have one (the proxy's
+  ``/refresh/`` and queue fetches); ``wwwproxy fetch`` keeps none (its run ends when its pages
+  are recorded) and touches a mark instead, from which the search index of the running proxy,
+  or of the next process to start with one, catches up in the background
+  (:mod:`wwwproxy.archive.search.unindexed`).
 * **Rendering** (``renderer`` given: ``--render``, ``render=1``).  Every HTML page reached as
   a listed URL or a hyperlink (2xx, fetched or fresh) is also loaded in headless Chromium
   through the recording proxy (:mod:`wwwproxy.fetch.render`), so what its scripts load is
@@ -80,6 +83,7 @@ from typing import Protocol
 from urllib.parse import urljoin
 
 from ..archive.outgoing import QueuedRequest
+from ..archive.search.unindexed import UnindexedMark
 from ..archive.sessions import OutEntry, write_lastout
 from ..archive.store import CachedEntry, StoreError
 from ..http.headers import get_header
@@ -173,6 +177,8 @@ class Prefetcher:
         self._max_links = services.config.max_links_per_page or None
         self._link_helper = LinkHelper(max_links=self._max_links)
         self._pages_read = 0
+        #: without a search index (``wwwproxy fetch``): what has the next one index the pages
+        self._unindexed = UnindexedMark(self.store.root) if services.search is None else None
 
     # -- running --
 
@@ -192,6 +198,7 @@ class Prefetcher:
                 self._report(Result(url.file, Outcome.FAILED, problem="not an http or https URL"))
                 continue
             self._discover(Task(url.file, 0, Role.SEED, url.file, target=wire_target(seed)))
+        self._recorded()
         # the upstream session (its TLS context: tens of milliseconds) is made now, not inside
         # the first request's turn, where it would eat into the delay between requests
         _ = self.services.engine.session
@@ -209,6 +216,8 @@ class Prefetcher:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
             await asyncio.to_thread(self._link_helper.stop)
+            if self._unindexed is not None:
+                self._unindexed.done()
             self.progress.close()
             self.summary.elapsed = time.monotonic() - started
         if queue and self.summary.results:  # the lastout page: what this queue fetch got
@@ -224,6 +233,12 @@ class Prefetcher:
             except OSError as exc:
                 log.warning("lastout was not written: %s", exc)
         return self.summary
+
+    def _recorded(self) -> None:
+        """Pages are being recorded: without a search index, the mark that has the next one
+        index them is touched (at most once a second: :mod:`wwwproxy.archive.search.unindexed`)."""
+        if self._unindexed is not None:
+            self._unindexed.touch()
 
     async def _load_queue(self) -> list[QueuedRequest]:
         others = []
@@ -406,6 +421,7 @@ class Prefetcher:
                 return None, result, True
             finally:
                 self.progress.stopped()
+        self._recorded()
         if queued is not None:
             await asyncio.to_thread(self.services.queue.remove, queued.key)
         if fetched.not_modified is not None:  # a revisit: the copy stands, recorded again
@@ -579,6 +595,7 @@ class Prefetcher:
                 return
             finally:
                 self.progress.stopped()
+        self._recorded()
         await asyncio.to_thread(self.services.queue.remove, item.key)
         status, size = fetched.status, fetched.received
         if status >= 400:

@@ -310,8 +310,31 @@ def _idna_to_ascii(url: str | bytes, host_bytes: str) -> str:
     return ".".join(labels)
 
 
+class _BadHost(str):
+    """Why a host is invalid (what :class:`InvalidURL` says, the URL aside)."""
+
+
 def _canonical_host(url: str | bytes, host: str, ipv6: bool) -> str:
     """Host (already percent-decoded, byte-chars) to its canonical text; raises InvalidURL."""
+    canonical = _host_of(host, ipv6)
+    if isinstance(canonical, _BadHost):
+        raise InvalidURL(url, canonical)
+    return canonical
+
+
+@functools.lru_cache(maxsize=1024)
+def _host_of(host: str, ipv6: bool) -> str:
+    """:func:`_canonical_host`, remembered: a crawl's or a page's URLs are of few hosts, and an
+    international name takes the IDNA tables tens of microseconds.  A reason
+    (:class:`_BadHost`) for an invalid one: the reasons name the host, never the URL."""
+    try:
+        return _host_text(host, host, ipv6)
+    except InvalidURL as exc:
+        return _BadHost(exc.reason)
+
+
+def _host_text(url: str | bytes, host: str, ipv6: bool) -> str:
+    """What :func:`_canonical_host` works out."""
     if ipv6:
         return _parse_ipv6(url, host)
     if not host.isascii():

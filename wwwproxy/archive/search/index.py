@@ -45,7 +45,8 @@ from .schema import FTS, Text, create_fts, open_schema, write_fts
 from .searching import Searcher, SearchHit, SearchResults
 from .text import MAX_TEXT, MAX_TITLE, clean
 from .textproc import PageError, TextHelper, page_text
-from .worker import BATCH, Follower, IndexWorker
+from .unindexed import mark_time
+from .worker import BATCH, Capture, Follower, IndexWorker
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -84,6 +85,8 @@ class SearchIndex:
         #: the queue of pages to index and the thread that indexes them
         self.indexing = IndexWorker(self, self._texts)
         self._searcher = Searcher(self._conn, self._lock, ready=self._wait, attached=self._store)
+        #: the time of the mark of pages recorded unindexed last looked into (.unindexed)
+        self._unindexed_seen: int | None = None
         try:
             with self._lock:
                 # before anything is written: a new file gives merged-away pages back
@@ -105,6 +108,7 @@ class SearchIndex:
         store.listeners.append(Follower(self, self.indexing, store))
         if self._meta("stale"):
             self.indexing.enqueue(partial(self._rebuild, store))
+        self._catch_up_unindexed(store)
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until pages recorded so far are indexed, and the index merged if that was due
@@ -112,8 +116,29 @@ class SearchIndex:
         return self.indexing.flush(timeout)
 
     def _wait(self, timeout: float) -> bool:
-        """Wait (bounded) until the pages recorded before this call are indexed."""
+        """Wait (bounded) until the pages recorded before this call are indexed, those another
+        process recorded without indexing them included (:mod:`.unindexed`)."""
+        store = self._store()
+        if store is not None:
+            self._catch_up_unindexed(store)
         return self.indexing.wait(timeout)
+
+    def _catch_up_unindexed(self, store: Store) -> None:
+        """Have the indexing thread catch up with ``store`` if a process that keeps no search
+        index recorded pages into it since the last catch-up (:mod:`.unindexed`): a ``stat``."""
+        when = mark_time(store.root)
+        if when is None or when == self._unindexed_seen:
+            return
+        self._unindexed_seen = when
+        if when != self._meta("unindexed"):
+            self.indexing.enqueue(partial(self._caught_up_unindexed, store, when))
+
+    def _caught_up_unindexed(self, store: Store, when: int) -> None:
+        """In the indexing thread: catch up, and remember the mark's time caught up with."""
+        if self.catch_up(store):
+            self.indexing.merge_later()
+        with self._write_lock, self._lock, self._conn:
+            self._set_meta("unindexed", when)
 
     def count(self) -> tuple[int, int]:
         """(pages known, pages with text)."""
@@ -422,7 +447,8 @@ class SearchIndex:
 
     def catch_up(self, store: Store) -> int:
         """Index the captures newer than what the index has of their key: the pages a full
-        queue left out (:meth:`.IndexWorker.enqueue`).  The number indexed."""
+        queue left out (:meth:`.IndexWorker.enqueue`), or another process recorded without
+        indexing them (:mod:`.unindexed`).  The number indexed."""
         with self._write_lock:
             with self._lock:
                 known = dict(self._conn.execute("SELECT key, fetched FROM pages"))
@@ -433,9 +459,12 @@ class SearchIndex:
                 if known.get(key) is None or known[key] < line.timestamp
             ]
             for start in range(0, len(lines), BATCH):
+                chunk = lines[start : start + BATCH]
+                # their text made in the text helper, as the pages recorded here
+                made = self.indexing.texts_of([Capture(store, line) for line in chunk])
                 with self.batch():
-                    for line in lines[start : start + BATCH]:
-                        count += self.index_capture(store, line)
+                    for line, text in zip(chunk, made, strict=True):
+                        count += self.index_capture(store, line, None, text)
         if count:
             log.info("search index: caught up with %d page(s)", count)
         return count

@@ -271,6 +271,10 @@ class IndexWorker:
         finally:
             self._merging -= 1
 
+    def merge_later(self) -> None:
+        """Pages were indexed by a job (a catch-up): merge once none come for a while."""
+        self._merge_wanted = True
+
     def _pages_waiting(self) -> bool:
         """Anything queued: a merge under way stops for it."""
         return not self._pending.empty()
@@ -309,7 +313,7 @@ class IndexWorker:
         indexed in a transaction of its own (the failing one logged, the others kept).  A full
         disk ends it (the caller says so once)."""
         try:
-            made = self._made(captures)
+            made = self.texts_of(captures)
             with self.index.batch():
                 for capture, text in zip(captures, made, strict=True):
                     self.index.index_capture(capture.store, capture.line, capture.given, text)
@@ -329,7 +333,7 @@ class IndexWorker:
             except Exception:  # noqa: BLE001
                 log.exception("search index: %s not indexed", capture.line.uri)
 
-    def _made(self, captures: list[Capture]) -> list[Text | PageError | None]:
+    def texts_of(self, captures: list[Capture]) -> list[Text | PageError | None]:
         """The text of each page of a batch, made in the text helper while the batch waits:
         from the payload handed over, else read back here (None: no text is indexed)."""
         made: list[Text | PageError | None] = [None] * len(captures)
