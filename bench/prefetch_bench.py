@@ -294,7 +294,7 @@ def catch_up(work: Path, source: Path) -> float:
         cwd=work,
         env=python_env(source, work.parent),
         stdin=subprocess.DEVNULL,
-        preexec_fn=_die_with_parent,  # noqa: PLW1509
+        preexec_fn=die_with_parent,  # noqa: PLW1509
     )
     return time.monotonic() - started
 
