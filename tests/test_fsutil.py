@@ -194,17 +194,43 @@ def test_background_sync_gathers_the_writes_of_an_interval_into_one_flush(tmp_pa
 def test_a_failed_background_flush_is_logged_and_tried_again(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    gone = tmp_path / "gone"
-    flusher = BackgroundSync(gone, interval=0.05)  # a root that cannot be opened: syncfs fails
+    root = tmp_path / "cache"
+    root.write_bytes(b"not a folder")  # syncfs cannot open it: the flush fails
+    flusher = BackgroundSync(root, interval=0.05)
     flusher.sync([])
     flusher.flush()
     assert flusher.flushes == 0 and isinstance(flusher.failed, OSError)
     assert "cannot flush the cache to disk" in caplog.text
-    gone.mkdir()
+    root.unlink()
+    root.mkdir()
     deadline = time.monotonic() + 5
     while flusher.flushes == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert flusher.flushes == 1 and flusher.failed is None
+
+
+def test_a_removed_cache_has_nothing_left_to_flush(tmp_path: Path) -> None:
+    flusher = BackgroundSync(tmp_path / "gone", interval=0.05)
+    flusher.sync([])
+    flusher.flush()
+    assert flusher.failed is None and flusher.flushes == 0
+    flusher.flush()  # nothing dirty: not tried again
+    assert flusher.failed is None
+
+
+def test_the_flushing_thread_ends_when_idle_and_comes_back(tmp_path: Path) -> None:
+    flusher = BackgroundSync(tmp_path, interval=0.01, idle=0.05)
+    flusher.sync([])
+    assert flusher.running
+    deadline = time.monotonic() + 5
+    while flusher.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not flusher.running and flusher.flushes == 1
+    flusher.sync([])  # a later write starts it again
+    assert flusher.running
+    while flusher.flushes < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert flusher.flushes == 2
 
 
 def test_group_sync_gathers_the_writers_of_its_window_into_one_flush(tmp_path: Path) -> None:

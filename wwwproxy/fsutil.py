@@ -20,6 +20,7 @@ import os
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import AsyncGenerator, Callable, Iterable
 from concurrent.futures import Executor
 from pathlib import Path
@@ -301,11 +302,16 @@ class BackgroundSync:
     killed: the kernel has it), and a thread flushes the file system at most ``interval``
     seconds after the first change it has not flushed yet (one ``syncfs`` for all of them): a
     power cut loses at most about that much.  A flush that fails is logged and tried again
-    on the next round; the last round runs at exit."""
+    on the next round (a cache folder that is gone has nothing left to flush); the last round
+    runs at exit.  The thread ends after ``idle`` seconds without a change (the next one
+    starts another)."""
 
-    def __init__(self, root: str | os.PathLike[str], *, interval: float = 1.0) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], *, interval: float = 1.0, idle: float = 30.0
+    ) -> None:
         self.root = os.fspath(root)
         self.interval = interval
+        self.idle = idle
         self._dirty = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -314,16 +320,20 @@ class BackgroundSync:
         #: the error of the newest flush that failed, None once one succeeded since
         self.failed: OSError | None = None
 
+    @property
+    def running(self) -> bool:
+        """Is the flushing thread there (tests)?"""
+        return self._thread is not None
+
     def sync(self, paths: Iterable[int | str | os.PathLike[str]]) -> None:
         self._dirty.set()
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(
-                        target=self._run, name="wwwproxy-flush", daemon=True
-                    )
-                    self._thread.start()
-                    atexit.register(self.flush)
+        with self._lock:  # the thread ends under it only when nothing is dirty
+            if self._thread is None:
+                _flushed_at_exit.add(self)
+                self._thread = threading.Thread(
+                    target=self._run, name="wwwproxy-flush", daemon=True
+                )
+                self._thread.start()
 
     def flush(self) -> None:
         """Flush now what was written (a clean exit, a test)."""
@@ -332,6 +342,8 @@ class BackgroundSync:
         self._dirty.clear()
         try:
             sync_file_system(self.root)
+        except FileNotFoundError:
+            return  # the cache was removed: nothing of it is left to flush
         except OSError as exc:
             self._dirty.set()
             if self.failed is None:
@@ -345,9 +357,24 @@ class BackgroundSync:
 
     def _run(self) -> None:
         while True:
-            self._dirty.wait()
+            if not self._dirty.wait(self.idle):
+                with self._lock:
+                    if not self._dirty.is_set():
+                        self._thread = None
+                        return
+                continue
             time.sleep(self.interval)
             self.flush()
+
+
+#: the background flushers that have flushed or will: the last round of each runs at exit
+_flushed_at_exit: weakref.WeakSet[BackgroundSync] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    for flusher in list(_flushed_at_exit):
+        flusher.flush()
 
 
 #: the ``sync`` setting's values, from the fastest to the safest, and its default
