@@ -5,9 +5,12 @@ open; a build cut short is made again; changes during a build count once."""
 from __future__ import annotations
 
 import stat
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 
+from wwwproxy.archive import catalog as catalog_module
 from wwwproxy.archive.catalog import Catalog
 from wwwproxy.archive.store import Store
 from wwwproxy.url import canonicalize
@@ -126,6 +129,48 @@ def test_a_build_cut_short_is_made_again_and_changes_meanwhile_count_once(tmp_pa
     assert store.catalog.totals()[:2] == (4, 8)
     _, rows = store.catalog.pages("http", "a.example")
     assert rows[0].key == "http://a.example/p0" and rows[0].summary.captures == 2
+    assert snapshot(store.catalog) == remade(store)
+
+
+def test_changes_queued_across_a_whole_build_count_once(tmp_path, monkeypatch):
+    """A put queued in this process (its line in the index already) while a build runs from
+    start to end (another thread's open) counts once when it is applied after the build."""
+    monkeypatch.setattr(catalog_module, "_FLUSH_AFTER", 600.0)  # applied when the test says
+    store = Store(tmp_path / "cache")
+    store.open_catalog()
+    record(store, "http://a.example/p", b"one", T0)
+    store.catalog.flush()
+    record(store, "http://a.example/p", b"", T0 + timedelta(hours=1), status=304)
+    record(store, "http://a.example/q", b"q", T0 + timedelta(hours=1))
+    assert store.catalog._queue  # noqa: SLF001 (queued, not applied yet)
+    Catalog.rebuild(store.catalog, store.index.prefix(""))  # reads the queued lines too
+    store.catalog.flush()
+    _, rows = store.catalog.pages("http", "a.example")
+    assert [(r.key, r.summary.captures) for r in rows] == [
+        ("http://a.example/p", 2),
+        ("http://a.example/q", 1),
+    ]
+    assert snapshot(store.catalog) == remade(store)
+    record(store, "http://a.example/p", b"two", T0 + timedelta(hours=2))  # after: counted
+    assert store.catalog.pages("http", "a.example")[1][0].summary.captures == 3
+
+
+def test_changes_queued_across_another_processs_build_count_once(tmp_path, monkeypatch):
+    """The same, the build made by another process (``index rebuild`` beside the proxy)."""
+    monkeypatch.setattr(catalog_module, "_FLUSH_AFTER", 600.0)
+    store = Store(tmp_path / "cache")
+    store.open_catalog()
+    record(store, "http://a.example/p", b"one", T0)
+    store.catalog.flush()
+    record(store, "http://a.example/p", b"", T0 + timedelta(hours=1), status=304)
+    code = (
+        "import sys; from wwwproxy.archive.store import Store; s = Store(sys.argv[1]); "
+        "s.catalog.rebuild(s.index.prefix(''))"
+    )
+    subprocess.run([sys.executable, "-c", code, str(store.root)], check=True, timeout=60)
+    assert store.catalog._queue  # noqa: SLF001
+    store.catalog.flush()
+    assert store.catalog.pages("http", "a.example")[1][0].summary.captures == 2
     assert snapshot(store.catalog) == remade(store)
 
 

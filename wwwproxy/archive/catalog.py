@@ -116,6 +116,11 @@ _RETRY_AFTER = 5.0  # seconds before changes that could not be applied are tried
 
 _open: weakref.WeakSet[Catalog] = weakref.WeakSet()
 
+#: builds finished in this process, by catalog path: a put tells which count it saw before
+#: its lines went into the index, and is counted ``again`` if a build finished since (that
+#: build may have read them)
+_finished: dict[Path, int] = {}
+
 
 @atexit.register
 def _flush_all() -> None:
@@ -220,10 +225,13 @@ class Catalog:
         self._reader: sqlite3.Connection | None = None
         #: changes not yet applied (:meth:`flush`), and whether this process is marked in
         #: ``writers`` as having some
-        self._queue: list[tuple[str, list[Any]]] = []
+        self._queue: list[tuple[str, list[Any], int | None]] = []
         self._queue_lock = threading.Lock()
         self._mark_lock = threading.Lock()  # taken before the write lock, never after
         self._marked = False
+        #: the builds finished (by any process) when this process marked itself: one
+        #: finished since may have read lines still queued here, so they count ``again``
+        self._builds_at_mark: str | None = None
         self._retrying = False  # a retry of changes not applied is scheduled
         _open.add(self)
 
@@ -310,6 +318,12 @@ class Catalog:
                     setattr(self, name, None)
 
     @staticmethod
+    def _builds(conn: sqlite3.Connection) -> str:
+        """How many builds have finished on this catalog (a count kept in ``meta``)."""
+        row = conn.execute("SELECT value FROM meta WHERE name = 'builds'").fetchone()
+        return row[0] if row else "0"
+
+    @staticmethod
     def _state(conn: sqlite3.Connection) -> str:
         row = conn.execute("SELECT value FROM meta WHERE name = 'state'").fetchone()
         return row[0] if row else "unbuilt"
@@ -323,20 +337,28 @@ class Catalog:
 
     # -- following the store (StoreListener) ----------------------------------------------------
 
-    def on_put(self, url: URL, key: str, lines: list[CDXJRecord]) -> None:
-        """A capture was recorded (its index lines are in the index already)."""
-        self.add(lines)
+    def on_put(
+        self, url: URL, key: str, lines: list[CDXJRecord], builds_seen: int | None = None
+    ) -> None:
+        """A capture was recorded (its index lines are in the index already);
+        ``builds_seen``: :meth:`builds_seen` before they went in."""
+        self.add(lines, builds_seen)
 
-    def add(self, lines: list[CDXJRecord]) -> None:
+    def add(self, lines: list[CDXJRecord], builds_seen: int | None = None) -> None:
         """Index lines added to the index (of any pages: a bulk import's, a test's)."""
-        self._enqueue("put", lines)
+        self._enqueue("put", lines, builds_seen)
+
+    def builds_seen(self) -> int:
+        """The builds this process has finished on this catalog: read before a put's lines
+        go into the index, it tells whether a build finished meanwhile may have read them."""
+        return _finished.get(self.path, 0)
 
     def on_delete(self, keys: list[str], files: list[str]) -> None:
         """Pages were removed (their index lines with them)."""
         if keys:
             self._enqueue("delete", keys)
 
-    def _enqueue(self, kind: str, items: list[Any]) -> None:
+    def _enqueue(self, kind: str, items: list[Any], builds_seen: int | None = None) -> None:
         """Queue a change for the next :meth:`flush` (at most :data:`_FLUSH_AFTER` seconds
         or :data:`_FLUSH_AT` changes away): one transaction for many captures.  The first
         change of a batch marks this process as a writer with changes not yet applied, so
@@ -348,6 +370,7 @@ class Catalog:
                 try:
                     with self._write() as conn:
                         conn.execute("INSERT OR REPLACE INTO writers VALUES (?)", (os.getpid(),))
+                        self._builds_at_mark = self._builds(conn)
                 except (sqlite3.Error, OSError) as exc:  # (a full disk: applied when it can be)
                     log.warning("%r: cannot mark changes to come: %s", self, exc)
                 self._marked = True
@@ -355,7 +378,7 @@ class Catalog:
                 timer.daemon = True
                 timer.start()
             with self._queue_lock:
-                self._queue.append((kind, items))
+                self._queue.append((kind, items, builds_seen))
                 full = len(self._queue) >= _FLUSH_AT
         if full:
             self._flush_logged()
@@ -395,12 +418,17 @@ class Catalog:
                 raise
             self._marked = False
 
-    def _apply(self, items: list[tuple[str, list[Any]]]) -> None:
-        """The queued changes in one transaction; this process's mark removed with them."""
+    def _apply(self, items: list[tuple[str, list[Any], int | None]]) -> None:
+        """The queued changes in one transaction; this process's mark removed with them.
+        Lines a build finished since may have read count ``again`` (once): a build of this
+        process since the put, or of any process since the mark."""
         with self._write() as conn:
             ready = self._state(conn) == "ready"
-            run: list[Line] = []  # the puts since the last delete, counted in together
-            for kind, data in items:
+            built_since_mark = self._builds(conn) != self._builds_at_mark
+            finished_here = _finished.get(self.path, 0)
+            run: list[Line] = []  # puts in a row with the same ``again``, counted in together
+            run_again = False
+            for kind, data, seen in items:
                 if not ready:
                     if kind == "put":
                         data = [record.to_line() for record in data]
@@ -408,14 +436,18 @@ class Catalog:
                         "INSERT INTO pending (kind, data) VALUES (?, ?)",
                         (kind, json.dumps(data)),
                     )
-                elif kind == "put":
+                    continue
+                again = built_since_mark or (seen is not None and seen != finished_here)
+                if kind != "put" or again != run_again:
+                    self._apply_lines(conn, run, again=run_again)
+                    run, run_again = [], again
+                if kind == "put":
                     run += [line for r in data if (line := line_of(r)) is not None]
                 else:
-                    self._apply_lines(conn, run)
-                    run = []
                     self._apply_deletes(conn, data)
-            self._apply_lines(conn, run)
+            self._apply_lines(conn, run, again=run_again)
             conn.execute("DELETE FROM writers WHERE pid = ?", (os.getpid(),))
+            self._builds_at_mark = None
 
     def _lagging(self) -> bool:
         """Whether a process that died had changes not yet applied."""
@@ -649,6 +681,12 @@ class Catalog:
                     self._apply_deletes(conn, json.loads(data))
             conn.execute("DELETE FROM pending")
             conn.execute("UPDATE meta SET value = 'ready' WHERE name = 'state'")
+            conn.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('builds', ?)",
+                (str(int(self._builds(conn)) + 1),),
+            )
+            # before the commit: a put applied once it is in sees the build
+            _finished[self.path] = _finished.get(self.path, 0) + 1
         log.info("catalog %s: %d pages of %d hosts", self.path, count, len(hosts))
         return count
 

@@ -234,6 +234,7 @@ class Store:
             date=date or datetime.now(UTC),
             previous=newest.previous() if newest is not None else None,
         )
+        builds_seen = self.catalog.builds_seen()  # (before the lines go in)
         with PendingFlush() as pending:  # the records and their index line: one flush
             locations = append_exchange(
                 path,
@@ -250,7 +251,7 @@ class Store:
             ]
             self.index.add(lines, pending)
             self.sync.sync(pending.items)
-        self._tell_catalog(self.catalog.on_put, url, key, lines)
+        self._tell_catalog(self.catalog.on_put, url, key, lines, builds_seen)
         recorded = records[-1]
         payload = RecordedPayload(recorded) if recorded.info.rec_type == "response" else None
         for listener in self.listeners:
