@@ -158,6 +158,9 @@ class Running:
         self.front.close()
         await self.runner.cleanup()  # closes the services (ProxyServer's on_cleanup)
         self.server.access_log.close()
+        helper = self.services.store.record_helper
+        if helper is not None:  # (it indexes what it recorded before it ends)
+            await asyncio.to_thread(helper.stop)
         search = self.services.search
         if search is not None:
             if not await asyncio.to_thread(search.flush, SEARCH_FLUSH):
@@ -257,7 +260,7 @@ async def start(config: Config, *, mode: Mode | None = None) -> Running:
     loop.set_default_executor(
         ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="wwwproxy-io")
     )
-    services = build_services(config, mode=mode)
+    services = build_services(config, mode=mode, record_apart=True)
     running = await _listen(services, config.listen_host, config.listen_port)
     if config.listen_port == 0:
         services.listening_on(running.port)

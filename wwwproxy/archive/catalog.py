@@ -233,6 +233,9 @@ class Catalog:
         #: finished since may have read lines still queued here, so they count ``again``
         self._builds_at_mark: str | None = None
         self._retrying = False  # a retry of changes not applied is scheduled
+        #: whether queued changes are applied by a timer (else by whoever queued them, who
+        #: calls :meth:`flush`: the recording helper, after each batch)
+        self.timed = True
         _open.add(self)
 
     def __repr__(self) -> str:
@@ -366,22 +369,37 @@ class Catalog:
         if not self.exists():  # never made: the build reads these lines from the index
             return
         with self._mark_lock:
-            if not self._marked:
-                try:
-                    with self._write() as conn:
-                        conn.execute("INSERT OR REPLACE INTO writers VALUES (?)", (os.getpid(),))
-                        self._builds_at_mark = self._builds(conn)
-                except (sqlite3.Error, OSError) as exc:  # (a full disk: applied when it can be)
-                    log.warning("%r: cannot mark changes to come: %s", self, exc)
-                self._marked = True
-                timer = threading.Timer(_FLUSH_AFTER, self._flush_logged)
-                timer.daemon = True
-                timer.start()
+            self._mark()
             with self._queue_lock:
                 self._queue.append((kind, items, builds_seen))
                 full = len(self._queue) >= _FLUSH_AT
         if full:
             self._flush_logged()
+
+    def changes_coming(self) -> None:
+        """Mark this process as a writer with changes to come before making them (the
+        recording helper, before a batch): a build another process finishes meanwhile is
+        then seen, whenever it read the index (:meth:`_apply`)."""
+        if self.exists():
+            with self._mark_lock:
+                self._mark()
+
+    def _mark(self) -> None:
+        """Under the mark lock: the mark, if this process has none (and the timer that
+        applies what gets queued, if :attr:`timed`)."""
+        if self._marked:
+            return
+        try:
+            with self._write() as conn:
+                conn.execute("INSERT OR REPLACE INTO writers VALUES (?)", (os.getpid(),))
+                self._builds_at_mark = self._builds(conn)
+        except (sqlite3.Error, OSError) as exc:  # (a full disk: applied when it can be)
+            log.warning("%r: cannot mark changes to come: %s", self, exc)
+        self._marked = True
+        if self.timed:
+            timer = threading.Timer(_FLUSH_AFTER, self._flush_logged)
+            timer.daemon = True
+            timer.start()
 
     def _flush_logged(self) -> None:
         """:meth:`flush`, from the timer or before a page reads: a failure (a full disk)

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..fsutil import DEFAULT_SYNC, Durability, PendingFlush, durability
 from ..http.policy import is_good, is_servable, vary_matches
@@ -52,6 +53,9 @@ from .index_lines import (
 from .invalidations import Invalidations
 from .memory import OVERHEAD, MemoryCache, stamp
 from .recorder import Recorder, compress_level_for
+
+if TYPE_CHECKING:
+    from .recordproc import RecordHelper
 from .served import CachedEntry, NotPlaced, place_served, served_record
 from .warc import (
     CachedResponse,
@@ -146,6 +150,8 @@ class Store:
         self.served: dict[str, float] = {}
         #: GET copies an unsafe request's answer made stale (RFC 9111 §4.4)
         self.invalidations = Invalidations()
+        #: the process that records small exchanges for this one (:mod:`.recordproc`)
+        self.record_helper: RecordHelper | None = None
 
     def set_sync(self, mode: str) -> None:
         """Follow the ``sync`` setting (``write``, ``group`` or ``flush``; a reload may change
@@ -223,7 +229,39 @@ class Store:
         *,
         date: datetime | None = None,
     ) -> list[CDXJRecord]:
-        """Append one exchange (a revisit if the payload is the newest one's) and index it."""
+        """Append one exchange (a revisit if the payload is the newest one's) and index it:
+        in the recording helper when there is one and the body is small (:mod:`.recordproc`),
+        else here (:meth:`put_here`)."""
+        date = date or datetime.now(UTC)
+        helper = self.record_helper
+        if helper is not None:
+            lines = helper.put(self, url, key, request, response, date)
+            if lines is not None:
+                self._tell_here(url, key, lines)
+                return lines
+        return self.put_here(url, key, request, response, date=date)
+
+    def _tell_here(self, url: URL, key: str, lines: list[CDXJRecord]) -> None:
+        """A put the helper made: the listeners of this process that keep no shared index
+        (those the helper's store keeps itself: the catalog, the search index)."""
+        for listener in self.listeners:
+            if getattr(listener, "shared_index", False):
+                continue
+            try:
+                listener.on_put(url, key, lines)
+            except Exception:  # noqa: BLE001 (a derived index must never break recording)
+                log.exception("store listener %r failed for %s", listener, key)
+
+    def put_here(
+        self,
+        url: URL,
+        key: str,
+        request: HTTPRequest,
+        response: HTTPResponse,
+        *,
+        date: datetime | None = None,
+    ) -> list[CDXJRecord]:
+        """:meth:`put` in this process."""
         path = self.path_for(url, key)
         newest, known_end = self._newest(path, key, prefer_good=False)
         records = build_exchange(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import sqlite3
 from collections.abc import AsyncIterator
@@ -17,6 +18,7 @@ from typing import TypedDict, Unpack
 
 import aiohttp
 
+from ..archive.recordproc import RecordHelper
 from ..archive.search import SearchIndex
 from ..archive.store import Store
 from ..config import Config
@@ -50,6 +52,7 @@ class ServiceOptions(TypedDict, total=False):
     mode: Mode | None
     store: Store | None
     search: bool
+    record_apart: bool
     resolver: aiohttp.abc.AbstractResolver | None
     limit_per_host: int
 
@@ -60,6 +63,7 @@ def build_services(
     mode: Mode | None = None,
     store: Store | None = None,
     search: bool = True,
+    record_apart: bool = False,
     resolver: aiohttp.abc.AbstractResolver | None = None,
     limit_per_host: int = 0,
 ) -> Services:
@@ -67,6 +71,8 @@ def build_services(
     ``example.com`` to local servers); ``limit_per_host`` bounds connections to one origin
     (the crawler is polite; the proxy leaves that to the browsers)."""
     store = store or Store(config.cache)
+    if record_apart and store.record_helper is None:  # the proxy's: on the other core
+        store.record_helper = RecordHelper()
     engine = Engine(
         store,
         UpstreamTimeouts(config.connect_timeout, config.read_timeout),
@@ -81,6 +87,9 @@ def build_services(
         search=open_search(store) if search else None,
         engine=engine,
     )
+    helper = store.record_helper
+    if helper is not None and services.search is not None:  # a search waits for its pages
+        services.search.waits_for.append(functools.partial(helper.wait_search, str(store.root)))
     engine.follow(lambda: services.config)  # the header policy and abort limits, reloaded
     return services
 

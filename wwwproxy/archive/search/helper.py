@@ -114,7 +114,8 @@ class Helper(Generic[Request, Result]):
     is run in it (``python -m module``); ``encode`` makes a list of requests built-in types
     for it, ``decode`` its answer back into results (ValueError if it is no answer to them),
     and ``local`` makes the results in this process when the helper cannot.  One request at a
-    time (a lock); :meth:`call` never fails for the helper's sake."""
+    time (a lock); :meth:`call` never fails for the helper's sake.  ``stop_wait``: seconds a
+    stopped helper is given to finish before it is killed."""
 
     def __init__(
         self,
@@ -125,8 +126,10 @@ class Helper(Generic[Request, Result]):
         decode: Callable[[object, Sequence[Request]], list[Result]],
         local: Callable[[Sequence[Request]], list[Result]],
         argv: Sequence[str] | None = None,
+        stop_wait: float = _STOP_WAIT,
     ) -> None:
         self.what = what
+        self._stop_wait = stop_wait
         self._argv = list(argv) if argv is not None else [sys.executable, "-m", module]
         self._encode, self._decode, self._local = encode, decode, local
         self._proc: subprocess.Popen[bytes] | None = None
@@ -192,7 +195,7 @@ class Helper(Generic[Request, Result]):
                 with contextlib.suppress(OSError):
                     stream.close()
         try:
-            proc.wait(_STOP_WAIT)
+            proc.wait(self._stop_wait)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

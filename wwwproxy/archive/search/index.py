@@ -87,6 +87,9 @@ class SearchIndex:
         self._searcher = Searcher(self._conn, self._lock, ready=self._wait, attached=self._store)
         #: the time of the mark of pages recorded unindexed last looked into (.unindexed)
         self._unindexed_seen: int | None = None
+        #: what else a wait for the pages recorded so far waits for (bounded, False on
+        #: time-out): the recording helper's own index (:mod:`..recordproc`)
+        self.waits_for: list[Callable[[float], bool]] = []
         try:
             with self._lock:
                 # before anything is written: a new file gives merged-away pages back
@@ -113,7 +116,8 @@ class SearchIndex:
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until pages recorded so far are indexed, and the index merged if that was due
         (bounded); False on time-out."""
-        return self.indexing.flush(timeout)
+        others = all([wait(timeout) for wait in self.waits_for])
+        return self.indexing.flush(timeout) and others
 
     def _wait(self, timeout: float) -> bool:
         """Wait (bounded) until the pages recorded before this call are indexed, those another
@@ -121,7 +125,8 @@ class SearchIndex:
         store = self._store()
         if store is not None:
             self._catch_up_unindexed(store)
-        return self.indexing.wait(timeout)
+        others = all([wait(timeout) for wait in self.waits_for])
+        return self.indexing.wait(timeout) and others
 
     def _catch_up_unindexed(self, store: Store) -> None:
         """Have the indexing thread catch up with ``store`` if a process that keeps no search

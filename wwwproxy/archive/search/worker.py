@@ -88,6 +88,10 @@ class Follower:
     """The store listener that keeps one search index up to date with one store: captures
     go to the index's worker, deletes to the index."""
 
+    #: the index it keeps is the cache's, shared: a put the recording helper made is
+    #: followed there (:mod:`wwwproxy.archive.recordproc`), not here
+    shared_index = True
+
     def __init__(self, index: PageIndex, worker: IndexWorker, store: Store) -> None:
         self.index = index
         self.worker = worker

@@ -1,0 +1,120 @@
+"""Recording in a helper process (:mod:`wwwproxy.archive.recordproc`): what it records is what
+the store would have recorded itself, read back by warcio; the catalog and the search index
+follow it; a large body, a helper that cannot start and a helper killed are recorded here;
+the recording's own failure comes back as the error it was."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from datetime import UTC, datetime
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from wwwproxy.archive import recordproc
+from wwwproxy.archive.recordproc import RecordHelper
+from wwwproxy.archive.search import SearchIndex
+from wwwproxy.archive.store import Store
+from wwwproxy.url import canonicalize
+
+WHEN = datetime(2026, 5, 1, 12, tzinfo=UTC)
+
+
+def put(store: Store, url: str, body: bytes, ctype: str = "text/html") -> list:
+    u = canonicalize(url)
+    rec = store.recorder(u, u.file, method="GET", request_headers=[("Accept", "*/*")],
+                         request_body=b"", date=WHEN)  # fmt: skip
+    rec.write(body)
+    return rec.finish(200, "OK", [("Content-Type", ctype), ("Content-Length", str(len(body)))])
+
+
+def records(store: Store, url: str) -> list[tuple[str, bytes]]:
+    u = canonicalize(url)
+    with open(store.path_for(u, u.file), "rb") as fh:
+        return [
+            (r.rec_type, r.content_stream().read()) for r in ArchiveIterator(fh)
+        ]  # fmt: skip
+
+
+@pytest.fixture
+def helped(tmp_path):
+    store = Store(tmp_path / "cache")
+    helper = store.record_helper = RecordHelper()
+    yield store, helper
+    helper.stop()
+
+
+def test_the_helper_records_what_the_store_would(helped, tmp_path):
+    store, helper = helped
+    page = b"<title>Moth</title><p>a lunar moth on the window</p>"
+    lines = put(store, "http://h.example/moth", page)
+    assert helper.pid is not None and helper.pid != os.getpid()
+    assert [line.record_type for line in lines] == ["response"]
+    assert store.index.exact(lines[0].key)[-1].to_line() == lines[0].to_line()
+    got = records(store, "http://h.example/moth")
+    assert [kind for kind, _ in got] == ["request", "response"]
+    assert got[1][1] == page
+    here = Store(tmp_path / "here")  # the same exchange recorded in this process
+    put(here, "http://h.example/moth", page)
+    assert [k for k, _ in records(here, "http://h.example/moth")] == [k for k, _ in got]
+    # the catalog shows it at once, the search index once it is indexed
+    store.open_catalog()
+    put(store, "http://h.example/second", b"<p>second</p>")
+    _, rows = store.catalog.pages("http", "h.example")
+    assert [r.key for r in rows] == ["http://h.example/moth", "http://h.example/second"]
+    search = SearchIndex(store.root)
+    try:
+        search.waits_for.append(lambda timeout: helper.wait_search(str(store.root), timeout))
+        assert search.flush()
+        assert [hit.url for hit in search.search("lunar moth").hits] == ["http://h.example/moth"]
+    finally:
+        search.close()
+
+
+def test_a_large_body_is_recorded_here(helped, monkeypatch):
+    store, helper = helped
+    monkeypatch.setattr(recordproc, "SENT_MAX", 1000)
+    body = b"x" * 5000
+    put(store, "http://h.example/big", body, "application/octet-stream")
+    assert helper.pid is None  # never started: nothing was sent
+    assert records(store, "http://h.example/big")[1][1] == body
+
+
+def test_without_a_helper_the_exchange_is_recorded_here(tmp_path):
+    store = Store(tmp_path / "cache")
+    store.record_helper = RecordHelper(argv=["/nonexistent/python"])
+    put(store, "http://h.example/a", b"aaa")
+    assert records(store, "http://h.example/a")[1][1] == b"aaa"
+
+
+def test_a_killed_helper_loses_nothing(helped):
+    store, helper = helped
+    put(store, "http://h.example/one", b"one")
+    pid = helper.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    put(store, "http://h.example/two", b"two")
+    assert records(store, "http://h.example/one")[1][1] == b"one"
+    assert [k for k, _ in records(store, "http://h.example/two")] == ["request", "response"]
+
+
+def test_the_recordings_own_failure_comes_back(helped):
+    store, _ = helped
+    store.sync_mode = "sometimes"  # not a setting the helper's store can follow
+    with pytest.raises(ValueError, match="sometimes"):
+        put(store, "http://h.example/x", b"x")
+
+
+def test_exchanges_recorded_together_are_each_recorded_once(helped):
+    store, _ = helped
+    urls = [f"http://h.example/p{i}" for i in range(40)]
+    threads = [threading.Thread(target=put, args=(store, u, u.encode())) for u in urls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for u in urls:
+        assert records(store, u) == [records(store, u)[0], ("response", u.encode())]
+    assert len(list(store.index.prefix(""))) == len(urls)
