@@ -118,3 +118,17 @@ def test_exchanges_recorded_together_are_each_recorded_once(helped):
     for u in urls:
         assert records(store, u) == [records(store, u)[0], ("response", u.encode())]
     assert len(list(store.index.prefix(""))) == len(urls)
+
+
+def test_a_helper_without_search_keeps_no_search_index(tmp_path):
+    """``build_services(search=False)``'s helper: the pages are recorded, not indexed."""
+    store = Store(tmp_path / "cache")
+    helper = store.record_helper = RecordHelper(search=False)
+    try:
+        put(store, "http://h.example/quiet", b"<p>quiet</p>")
+        assert helper.pid is not None
+        assert helper.wait_search(str(store.root))
+    finally:
+        helper.stop()
+    assert records(store, "http://h.example/quiet")[1][1] == b"<p>quiet</p>"
+    assert not (store.root / "search.sqlite3").exists()

@@ -41,6 +41,7 @@ __all__ = ["SENT_MAX", "Put", "RecordHelper"]
 log = logging.getLogger(__name__)
 
 _MODULE = "wwwproxy.archive.recordproc"
+_NO_SEARCH = "--no-search"  # the helper keeps no search index (``wwwproxy fetch``'s)
 #: bodies up to this many bytes are recorded by the helper (they are in memory already)
 SENT_MAX = 1024 * 1024
 #: seconds the helper's search index is given to catch up when a search waits for it
@@ -109,12 +110,13 @@ def _store(root: str) -> tuple[Store, SearchIndex | None]:
         store = Store(root)
         store.catalog.timed = False  # (applied after each batch: _answer)
         search: SearchIndex | None = None
-        try:
-            search = SearchIndex(store.root)
-        except (ValueError, sqlite3.Error) as exc:  # recording never depends on it
-            log.warning("the search index is not kept up to date: %s", exc)
-        else:
-            search.attach(store)
+        if _NO_SEARCH not in sys.argv[1:]:  # (else the parent marks its pages unindexed)
+            try:
+                search = SearchIndex(store.root)
+            except (ValueError, sqlite3.Error) as exc:  # recording never depends on it
+                log.warning("the search index is not kept up to date: %s", exc)
+            else:
+                search.attach(store)
         kept = _stores[root] = (store, search)
     return kept
 
@@ -188,7 +190,9 @@ def _raise(error: tuple[Any, ...]) -> None:
 class RecordHelper:
     """The recording helper of one proxy process (thread-safe: one exchange at a time)."""
 
-    def __init__(self, argv: Sequence[str] | None = None) -> None:
+    def __init__(self, argv: Sequence[str] | None = None, *, search: bool = True) -> None:
+        if argv is None:
+            argv = [sys.executable, "-m", _MODULE] + ([] if search else [_NO_SEARCH])
         self._helper: Helper[tuple[Any, ...], object] = Helper(
             "recording",
             _MODULE,

@@ -71,8 +71,8 @@ def build_services(
     ``example.com`` to local servers); ``limit_per_host`` bounds connections to one origin
     (the crawler is polite; the proxy leaves that to the browsers)."""
     store = store or Store(config.cache)
-    if record_apart and store.record_helper is None:  # the proxy's: on the other core
-        store.record_helper = RecordHelper()
+    if record_apart and store.record_helper is None:  # recording on the other core
+        store.record_helper = RecordHelper(search=search)
     engine = Engine(
         store,
         UpstreamTimeouts(config.connect_timeout, config.read_timeout),
@@ -98,6 +98,9 @@ async def close_services(services: Services) -> None:
     """Cancel background work, close the upstream session, let the search index catch up and
     close it (no -wal file left)."""
     await services.close()
+    helper = services.store.record_helper
+    if helper is not None:  # (what it recorded is indexed before it ends)
+        await asyncio.to_thread(helper.stop)
     if services.search is not None:
         if not await asyncio.to_thread(services.search.flush, SEARCH_FLUSH):
             log.warning("the search index was not brought up to date: run a rebuild on /search/")
