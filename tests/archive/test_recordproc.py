@@ -132,3 +132,25 @@ def test_a_helper_without_search_keeps_no_search_index(tmp_path):
         helper.stop()
     assert records(store, "http://h.example/quiet")[1][1] == b"<p>quiet</p>"
     assert not (store.root / "search.sqlite3").exists()
+
+
+@pytest.mark.parametrize(
+    ("sizes", "first_batch"),
+    [
+        ([1, 1, 2], 3),  # all that wait
+        ([3, 2, 1], 1),  # the bodies past the cap wait for the next batch
+        ([5], 1),  # one body larger than the cap goes alone
+        ([2, 2, 1], 2),
+        ([0, 0, 4, 1], 3),  # a search wait has no body
+    ],
+)
+def test_a_batch_holds_at_most_the_cap_of_bodies(monkeypatch, sizes, first_batch):
+    monkeypatch.setattr(recordproc, "BATCH_BYTES", 4)
+    helper = RecordHelper()
+    waiting = [
+        recordproc._Waiting(("put", (b"x" * n,)) if n else ("search", "/", 1.0))  # noqa: SLF001
+        for n in sizes
+    ]
+    helper._waiting = list(waiting)  # noqa: SLF001
+    assert helper._next_batch() == waiting[:first_batch]  # noqa: SLF001
+    assert helper._waiting == waiting[first_batch:]  # noqa: SLF001

@@ -44,6 +44,8 @@ _MODULE = "wwwproxy.archive.recordproc"
 _NO_SEARCH = "--no-search"  # the helper keeps no search index (``wwwproxy fetch``'s)
 #: bodies up to this many bytes are recorded by the helper (they are in memory already)
 SENT_MAX = 1024 * 1024
+#: bodies sent in one batch, at most (one body more than this is sent alone)
+BATCH_BYTES = 4 * 1024 * 1024
 #: seconds the helper's search index is given to catch up when a search waits for it
 SEARCH_WAIT = 10.0
 #: seconds a stopped helper is given to index what it recorded (as the proxy's own index
@@ -172,10 +174,11 @@ def _answer(request: object) -> object:
 class _Waiting:
     """A request on its way to the helper, and its answer once there is one."""
 
-    __slots__ = ("answer", "done", "request")
+    __slots__ = ("answer", "done", "request", "size")
 
     def __init__(self, request: tuple[Any, ...]) -> None:
         self.request = request
+        self.size = len(request[1][-1]) if request[0] == "put" else 0  # its body's bytes
         self.answer: object = None
         self.done = False
 
@@ -218,7 +221,7 @@ class RecordHelper:
                     self._turn.wait()
                     continue
                 self._sending = True
-                batch, self._waiting = self._waiting, []
+                batch = self._next_batch()
                 self._turn.release()
                 try:
                     answers = self._helper.call([w.request for w in batch])
@@ -232,6 +235,19 @@ class RecordHelper:
                     self._sending = False
                     self._turn.notify_all()
         return mine.answer
+
+    def _next_batch(self) -> list[_Waiting]:
+        """The requests that go next, in order: all that wait, up to :data:`BATCH_BYTES`
+        of bodies (at least one), so a batch's message stays bounded."""
+        size = 0
+        for count, waiting in enumerate(self._waiting):
+            size += waiting.size
+            if count and size > BATCH_BYTES:
+                break
+        else:
+            count = len(self._waiting)
+        batch, self._waiting = self._waiting[:count], self._waiting[count:]
+        return batch
 
     @staticmethod
     def _decode(values: object, requests: Sequence[tuple[Any, ...]]) -> list[object]:
