@@ -159,8 +159,9 @@ For each row and server: requests per second (rps, as wrk saw them answered) and
 same requests over the run plus the time its server took to be idle again: what it recorded
 per second), p50 latency and how much it adds over direct's p50 (+p50), p99 latency (wrk's),
 errors (status >= 400 and socket errors), CPU microseconds per request of the server process
-(utime + stime of all its threads from /proc/PID/stat around the run and its time to idle,
-median over the runs; nginx: its worker) and that as a share of one core over that time (cpu
+and its helper processes (utime + stime of all their threads from /proc/PID/stat around the
+run and its time to idle, median over the runs; nginx: its worker; wwwproxy: with the
+recording and search-text helpers) and that as a share of one core over that time (cpu
 %: near 100, the server is the limit; well below, the load generator or the machine is; over
 100, its threads), the server's peak RSS after the row (VmHWM from /proc/PID/status: a
 high-water mark, so it only grows from row to row), and how the proxy says it served the

@@ -146,10 +146,18 @@ def proc_stat(pid: int) -> tuple[float, int] | None:
 
 
 def child_pids(pid: int) -> list[int]:
+    """The children of ``pid``, whichever of its threads started them."""
+    kids: list[int] = []
     try:
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
-        return []
+        return kids
+    for task in tasks:
+        try:
+            kids += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return kids
 
 
 def load_average() -> str:
@@ -170,4 +178,18 @@ class Server:
     stat_pid: int = 0  # the process whose CPU and RSS are reported
 
     def stats(self) -> tuple[float, int] | None:
-        return proc_stat(self.stat_pid or self.proc.pid)
+        """(CPU seconds of the process and of its helper processes, alive now, so a proxy
+        that records in a helper is charged for it; the process's own peak RSS)."""
+        pid = self.stat_pid or self.proc.pid
+        own = proc_stat(pid)
+        if own is None:
+            return None
+        cpu = own[0]
+        todo = child_pids(pid)
+        while todo:
+            kid = todo.pop()
+            kid_stat = proc_stat(kid)
+            if kid_stat is not None:
+                cpu += kid_stat[0]
+                todo += child_pids(kid)
+        return cpu, own[1]
