@@ -236,19 +236,31 @@ class Store:
         helper = self.record_helper
         if helper is not None:
             lines = helper.put(self, url, key, request, response, date)
-            if lines is not None:
-                self._tell_here(url, key, lines)
+            if lines is not None:  # (the helper's store told the shared indexes)
+                self._tell_listeners(url, key, lines, None, shared=False)
                 return lines
         return self.put_here(url, key, request, response, date=date)
 
-    def _tell_here(self, url: URL, key: str, lines: list[CDXJRecord]) -> None:
-        """A put the helper made: the listeners of this process that keep no shared index
-        (those the helper's store keeps itself: the catalog, the search index)."""
+    def _tell_listeners(
+        self,
+        url: URL,
+        key: str,
+        lines: list[CDXJRecord],
+        payload: RecordedPayload | None,
+        *,
+        shared: bool = True,
+    ) -> None:
+        """Tell the listeners of a put (``shared`` False: only those that keep no index
+        shared with other processes, for a put the recording helper made and told)."""
         for listener in self.listeners:
-            if getattr(listener, "shared_index", False):
+            if not shared and getattr(listener, "shared_index", False):
                 continue
             try:
-                listener.on_put(url, key, lines)
+                with_payload = getattr(listener, "on_put_payload", None)
+                if with_payload is not None:
+                    with_payload(url, key, lines, payload)
+                else:
+                    listener.on_put(url, key, lines)
             except Exception:  # noqa: BLE001 (a derived index must never break recording)
                 log.exception("store listener %r failed for %s", listener, key)
 
@@ -292,15 +304,7 @@ class Store:
         self._tell_catalog(self.catalog.on_put, url, key, lines, builds_seen)
         recorded = records[-1]
         payload = RecordedPayload(recorded) if recorded.info.rec_type == "response" else None
-        for listener in self.listeners:
-            try:
-                with_payload = getattr(listener, "on_put_payload", None)
-                if with_payload is not None:
-                    with_payload(url, key, lines, payload)
-                else:
-                    listener.on_put(url, key, lines)
-            except Exception:  # noqa: BLE001 (a derived index must never break recording)
-                log.exception("store listener %r failed for %s", listener, key)
+        self._tell_listeners(url, key, lines, payload)
         return lines
 
     _index_line = staticmethod(index_line)
