@@ -154,3 +154,27 @@ def test_a_batch_holds_at_most_the_cap_of_bodies(monkeypatch, sizes, first_batch
     helper._waiting = list(waiting)  # noqa: SLF001
     assert helper._next_batch() == waiting[:first_batch]  # noqa: SLF001
     assert helper._waiting == waiting[first_batch:]  # noqa: SLF001
+
+
+def test_this_processs_listeners_hear_of_the_helpers_puts_but_shared_indexes_do_not(helped):
+    """The purge's growth count (a listener of this process) hears of a put the helper made;
+    a listener that keeps an index shared with the helper (the search index) does not: the
+    helper's store told its own."""
+
+    class Heard:
+        def __init__(self, shared: bool) -> None:
+            self.shared_index = shared
+            self.puts: list[str] = []
+
+        def on_put(self, url, key, lines) -> None:
+            self.puts.append(key)
+
+        def on_delete(self, keys, files) -> None:
+            pass
+
+    store, helper = helped
+    mine, shared = Heard(False), Heard(True)
+    store.listeners += [mine, shared]
+    put(store, "http://h.example/heard", b"<p>heard</p>")
+    assert helper.pid is not None
+    assert mine.puts == [canonicalize("http://h.example/heard").file] and shared.puts == []
