@@ -178,3 +178,16 @@ def test_this_processs_listeners_hear_of_the_helpers_puts_but_shared_indexes_do_
     put(store, "http://h.example/heard", b"<p>heard</p>")
     assert helper.pid is not None
     assert mine.puts == [canonicalize("http://h.example/heard").file] and shared.puts == []
+
+
+def test_the_helper_outlasts_a_sigterm_to_the_group(helped):
+    """systemd stops a service with SIGTERM to every process of it: the helper goes on until
+    the proxy, stopping, closes its pipe."""
+    store, helper = helped
+    put(store, "http://h.example/before", b"before")
+    pid = helper.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGTERM)
+    put(store, "http://h.example/after", b"after")
+    assert helper.pid == pid
+    assert records(store, "http://h.example/after")[1][1] == b"after"

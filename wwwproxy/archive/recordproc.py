@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import signal
 import sqlite3
 import sys
 import threading
@@ -315,5 +316,8 @@ def _close_all() -> None:
 
 
 if __name__ == "__main__":
+    # a service manager's SIGTERM to the whole group must not cut it short: it ends when the
+    # proxy, stopping, closes its pipe (or dies), once what it recorded is indexed
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     serve(_answer, sys.stdin.buffer, sys.stdout.buffer)
     _close_all()
