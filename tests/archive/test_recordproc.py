@@ -191,3 +191,25 @@ def test_the_helper_outlasts_a_sigterm_to_the_group(helped):
     put(store, "http://h.example/after", b"after")
     assert helper.pid == pid
     assert records(store, "http://h.example/after")[1][1] == b"after"
+
+
+def test_an_exchange_is_sent_as_built_in_types_whatever_types_it_came_in(helped):
+    """aiohttp's header names are ``str`` subclasses and a status may be an ``IntEnum``:
+    marshal refuses both, so each is sent as its built-in type."""
+    import http
+    import marshal
+
+    from multidict import istr
+
+    from wwwproxy.archive.warc import HTTPRequest, HTTPResponse
+
+    store, helper = helped
+    u = canonicalize("http://h.example/typed")
+    request = HTTPRequest("GET", [(istr("User-Agent"), "moth/1"), ("Accept", b"*/*")])
+    response = HTTPResponse(http.HTTPStatus.OK, "OK", [(istr("Content-Type"), "text/plain")])
+    sent = recordproc._encode_put(store, u, u.file, request, response, WHEN, bytearray(b"ok"))  # noqa: SLF001
+    assert marshal.loads(marshal.dumps(sent)) == sent
+    assert sent[5] == [("User-Agent", "moth/1"), ("Accept", b"*/*")] and sent[10] == 200
+    assert type(sent[5][0][0]) is str and type(sent[10]) is int and type(sent[-1]) is bytes
+    lines = helper.put(store, u, u.file, request, response, WHEN)
+    assert lines is not None and helper.failures == 0

@@ -64,8 +64,18 @@ _ERRORS: dict[str, type[Exception]] = {
 }
 
 
-def _plain(headers: Sequence[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
-    return [(name, value) for name, value in headers]
+def _plain(value: Any) -> Any:
+    """``value`` as the built-in type :mod:`marshal` writes (it refuses subclasses: a header
+    name of aiohttp's is a ``str`` subclass, a status may be an ``IntEnum``)."""
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, bool | int):
+        return int(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if value is None:
+        return None
+    return [tuple(_plain(part) for part in item) for item in value]  # headers
 
 
 def _encode_put(
@@ -79,22 +89,25 @@ def _encode_put(
 ) -> Put:
     """An exchange as built-in types (what :mod:`marshal` carries)."""
     request_body = request.body if isinstance(request.body, bytes) else request.body.read()
-    return (
-        str(store.root),
-        store.sync_mode,
-        url.canonical,
-        key,
-        request.method,
-        _plain(request.headers),
-        bytes(request_body),
-        request.target,
-        request.version,
-        date.isoformat(),
-        response.status,
-        response.reason,
-        _plain(response.headers),
-        response.version,
-        body,
+    return tuple(
+        _plain(field)
+        for field in (
+            str(store.root),
+            store.sync_mode,
+            url.canonical,
+            key,
+            request.method,
+            request.headers,
+            request_body,
+            request.target,
+            request.version,
+            date.isoformat(),
+            response.status,
+            response.reason,
+            response.headers,
+            response.version,
+            body,
+        )
     )
 
 
@@ -144,7 +157,11 @@ def _put(put: Put) -> object:
         return ("OSError", exc.errno or 0, exc.strerror or str(exc))
     except (StoreError, WARCWriteError, ValueError) as exc:
         return (type(exc).__name__, 0, str(exc))
-    return [line.to_line() for line in lines]
+    # with its store's flush rounds so far (for ``sync: group`` and ``flush``: tests, benches)
+    return {
+        "lines": [line.to_line() for line in lines],
+        "flushes": getattr(store.sync, "flushes", 0),
+    }
 
 
 def _answer(request: object) -> object:
@@ -209,6 +226,9 @@ class RecordHelper:
         #: requests waiting to go, each with its answer's place: whoever finds none on its
         #: way sends them all at once (the helper answers a batch with one catalog write)
         self._waiting: list[_Waiting] = []
+        #: the flush rounds of the helper's store, as of its last answer (``sync: group``
+        #: and ``flush`` flush in the helper)
+        self.flushes = 0
         self._sending = False
         self._turn = threading.Condition()
 
@@ -264,6 +284,11 @@ class RecordHelper:
     def pid(self) -> int | None:
         return self._helper.pid
 
+    @property
+    def failures(self) -> int:
+        """Times the helper could not be used (the exchange was recorded in the proxy)."""
+        return self._helper.failures
+
     def put(
         self,
         store: Store,
@@ -295,7 +320,10 @@ class RecordHelper:
             return None
         if isinstance(answer, tuple):
             _raise(answer)
-        return [CDXJRecord.parse_line(line) for line in answer]  # type: ignore[attr-defined]
+        if not isinstance(answer, dict):
+            raise StoreError(f"the recording helper answered {type(answer).__name__}")
+        self.flushes = answer["flushes"]
+        return [CDXJRecord.parse_line(line) for line in answer["lines"]]
 
     def wait_search(self, root: str, timeout: float = SEARCH_WAIT) -> bool:
         """Wait (bounded) until the helper's search index has indexed what it recorded."""
