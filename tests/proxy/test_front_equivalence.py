@@ -186,7 +186,8 @@ async def test_an_upgrade_other_than_websocket_is_ignored_on_both_paths(
             writer.write(first[:-1])
             await writer.drain()
             await asyncio.sleep(0.05)
-            answers.append(await exchange_on(reader, writer, first[-1:] + second))
+            answer, closed = await exchange_on(reader, writer, first[-1:] + second)
+            answers.append((moment_aside(answer), closed))
         fast, slow = answers
     else:
         fast, slow = await both_ways(proxy, direct, first + second)
