@@ -351,6 +351,9 @@ async def serve(
     raise_open_files_limit()
     running = await start(config, mode=mode)
     services = running.services
+    helper = services.store.record_helper
+    if helper is not None:  # started now: the first page recorded does not wait for it
+        services.spawn(asyncio.to_thread(helper.start, str(services.store.root)))
     monitor = asyncio.create_task(monitor_loop(services, monitor_path(config.cache)))
     compactor = asyncio.create_task(compact_loop(services.store))
     trimmer = asyncio.create_task(give_back_loop())

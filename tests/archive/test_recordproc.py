@@ -107,8 +107,10 @@ def test_the_recordings_own_failure_comes_back(helped):
         put(store, "http://h.example/x", b"x")
 
 
-def test_exchanges_recorded_together_are_each_recorded_once(helped):
-    store, _ = helped
+@pytest.mark.parametrize("sync", ["write", "flush"])  # one after another; side by side
+def test_exchanges_recorded_together_are_each_recorded_once(helped, sync):
+    store, helper = helped
+    store.set_sync(sync)
     urls = [f"http://h.example/p{i}" for i in range(40)]
     threads = [threading.Thread(target=put, args=(store, u, u.encode())) for u in urls]
     for t in threads:
@@ -118,6 +120,7 @@ def test_exchanges_recorded_together_are_each_recorded_once(helped):
     for u in urls:
         assert records(store, u) == [records(store, u)[0], ("response", u.encode())]
     assert len(list(store.index.prefix(""))) == len(urls)
+    assert helper.failures == 0 and (sync == "write" or helper.flushes >= 1)
 
 
 def test_a_helper_without_search_keeps_no_search_index(tmp_path):

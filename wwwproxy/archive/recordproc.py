@@ -24,6 +24,7 @@ import sqlite3
 import sys
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,10 @@ _NO_SEARCH = "--no-search"  # the helper keeps no search index (``wwwproxy fetch
 SENT_MAX = 1024 * 1024
 #: bodies sent in one batch, at most (one body more than this is sent alone)
 BATCH_BYTES = 4 * 1024 * 1024
+#: the helper's threads that record the pages of a batch side by side ...
+PUT_THREADS = 8
+#: ... when their bodies come to this many bytes, or they are flushed (else one by one)
+SIDE_BY_SIDE_BYTES = 256 * 1024
 #: seconds the helper's search index is given to catch up when a search waits for it
 SEARCH_WAIT = 10.0
 #: seconds a stopped helper is given to index what it recorded (as the proxy's own index
@@ -137,6 +142,17 @@ def _store(root: str) -> tuple[Store, SearchIndex | None]:
     return kept
 
 
+_pool: ThreadPoolExecutor | None = None
+
+
+def _workers() -> ThreadPoolExecutor:
+    """The helper's threads that record a batch's pages side by side."""
+    global _pool  # noqa: PLW0603 (one per helper process, made at its first batch)
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=PUT_THREADS, thread_name_prefix="record")
+    return _pool
+
+
 def _put(put: Put) -> object:
     """Record one exchange; its index lines, or the error it met (its name and words)."""
     from ..url import canonicalize  # noqa: PLC0415
@@ -167,17 +183,43 @@ def _put(put: Put) -> object:
 def _answer(request: object) -> object:
     """In the helper: each request's answer (a put's lines or error; a search wait's
     outcome)."""
-    out: list[object] = []
-    for root in {item[1][0] for item in request if item[0] == "put"}:  # type: ignore[attr-defined]
+    items: list[tuple[Any, ...]] = list(request)  # type: ignore[call-overload]
+    out: list[object] = [None] * len(items)
+    for root in {item[1][0] for item in items if item[0] == "put"}:
         _store(root)[0].catalog.changes_coming()  # (before the lines go in: see there)
-    for item in request:  # type: ignore[attr-defined]
+    # the puts of a batch side by side, in threads, where that pays: large bodies (deflate
+    # lets go of the GIL) or a flush to wait for (they share a flush round); those of one
+    # page in their order.  Small ones with nothing to wait for: one after the other.
+    pages: dict[tuple[str, str], list[int]] = {}
+    body_bytes, flushing = 0, False
+    for at, item in enumerate(items):
         if item[0] == "put":
-            out.append(_put(item[1]))
-        elif item[0] == "search":
+            pages.setdefault((item[1][0], item[1][3]), []).append(at)
+            body_bytes += len(item[1][-1])
+            flushing = flushing or item[1][1] != "write"
+
+    def put_page(ats: list[int]) -> None:
+        for at in ats:
+            try:
+                out[at] = _put(items[at][1])
+            except Exception as exc:  # noqa: BLE001 (an answer for it all the same)
+                log.exception("recording helper: a put failed")
+                out[at] = ("StoreError", 0, f"the recording helper failed: {exc!r}")
+
+    if len(pages) > 1 and (flushing or body_bytes >= SIDE_BY_SIDE_BYTES):
+        list(_workers().map(put_page, pages.values()))
+    else:
+        for ats in pages.values():
+            put_page(ats)
+    for at, item in enumerate(items):
+        if item[0] == "search":
             _, search = _store(item[1])
-            out.append(search.flush(item[2]) if search is not None else True)
-        else:
-            out.append(("ValueError", 0, f"not a request: {item[0]!r}"))
+            out[at] = search.flush(item[2]) if search is not None else True
+        elif item[0] == "open":
+            _store(item[1])
+            out[at] = True
+        elif item[0] != "put":
+            out[at] = ("ValueError", 0, f"not a request: {item[0]!r}")
     for store, _ in _stores.values():  # the pages show the batch at once, as if made there
         try:
             store.catalog.flush()
@@ -324,6 +366,11 @@ class RecordHelper:
             raise StoreError(f"the recording helper answered {type(answer).__name__}")
         self.flushes = answer["flushes"]
         return [CDXJRecord.parse_line(line) for line in answer["lines"]]
+
+    def start(self, root: str) -> None:
+        """Start the helper and open its store of ``root`` (the proxy's start, in a thread):
+        the first page recorded does not wait for a process to start."""
+        self._call(("open", root))
 
     def wait_search(self, root: str, timeout: float = SEARCH_WAIT) -> bool:
         """Wait (bounded) until the helper's search index has indexed what it recorded."""
