@@ -43,7 +43,7 @@ __all__ = ["SENT_MAX", "Put", "RecordHelper"]
 log = logging.getLogger(__name__)
 
 _MODULE = "wwwproxy.archive.recordproc"
-_NO_SEARCH = "--no-search"  # the helper keeps no search index (``wwwproxy fetch``'s)
+_NO_SEARCH = "--no-search"  # the helper keeps no search index (its services keep none)
 #: bodies up to this many bytes are recorded by the helper (they are in memory already)
 SENT_MAX = 1024 * 1024
 #: bodies sent in one batch, at most (one body more than this is sent alone)
