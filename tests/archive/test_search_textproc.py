@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -188,6 +189,14 @@ def test_recorded_pages_are_indexed_through_the_helper_and_it_closes_with_the_in
         index.flush()
     assert index._texts.started == 1 and index._texts.failures == 0
     pid = index._texts.pid
+    if sys.platform.startswith("linux"):  # the text is made with what CPU is left over
+        assert pid is not None and os.getpriority(os.PRIO_PROCESS, pid) == 19
+        (thread,) = [t for t in threading.enumerate() if t.name == "wwwproxy-search-index"]
+        mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        assert thread.native_id is not None
+        assert os.getpriority(os.PRIO_PROCESS, thread.native_id) == min(
+            19, mine + worker.INDEX_NICENESS
+        )
     assert index.search("brûlée").total == 1
     assert index.search("zipped").total == 1
     assert index.search("plain").total == 1

@@ -52,6 +52,8 @@ BATCH_BYTES = 4 * 1024 * 1024
 PUT_THREADS = 8
 #: ... when their bodies come to this many bytes, or they are flushed (else one by one)
 SIDE_BY_SIDE_BYTES = 256 * 1024
+#: batches on their way to the helper at once: it reads the next while it records one
+IN_FLIGHT = 2
 #: seconds the helper's search index is given to catch up when a search waits for it
 SEARCH_WAIT = 10.0
 #: seconds a stopped helper is given to index what it recorded (as the proxy's own index
@@ -234,13 +236,14 @@ def _answer(request: object) -> object:
 class _Waiting:
     """A request on its way to the helper, and its answer once there is one."""
 
-    __slots__ = ("answer", "done", "request", "size")
+    __slots__ = ("answer", "done", "request", "sent", "size")
 
     def __init__(self, request: tuple[Any, ...]) -> None:
         self.request = request
         self.size = len(request[1][-1]) if request[0] == "put" else 0  # its body's bytes
         self.answer: object = None
         self.done = False
+        self.sent = False  # in a batch on its way
 
 
 def _raise(error: tuple[Any, ...]) -> None:
@@ -271,7 +274,7 @@ class RecordHelper:
         #: the flush rounds of the helper's store, as of its last answer (``sync: group``
         #: and ``flush`` flush in the helper)
         self.flushes = 0
-        self._sending = False
+        self._sending = 0  # batches on their way (up to IN_FLIGHT)
         self._turn = threading.Condition()
 
     def _call(self, request: tuple[Any, ...]) -> object:
@@ -280,22 +283,24 @@ class RecordHelper:
         with self._turn:
             self._waiting.append(mine)
             while not mine.done:
-                if self._sending:
+                if self._sending >= IN_FLIGHT or mine.sent:
                     self._turn.wait()
                     continue
-                self._sending = True
+                self._sending += 1
                 batch = self._next_batch()
-                self._turn.release()
+                requests = [w.request for w in batch]
+                answers: list[object] = [None] * len(batch)  # (None: done by each caller)
                 try:
-                    answers = self._helper.call([w.request for w in batch])
-                except BaseException:
-                    answers = [None] * len(batch)  # (done here by each caller)
-                    raise
+                    sent = self._helper.send(requests)  # under the lock: in the batches' order
+                    self._turn.release()
+                    try:
+                        answers = self._helper.receive(sent, requests)
+                    finally:
+                        self._turn.acquire()
                 finally:
-                    self._turn.acquire()
                     for waiting, answer in zip(batch, answers, strict=True):
                         waiting.answer, waiting.done = answer, True
-                    self._sending = False
+                    self._sending -= 1
                     self._turn.notify_all()
         return mine.answer
 
@@ -310,6 +315,8 @@ class RecordHelper:
         else:
             count = len(self._waiting)
         batch, self._waiting = self._waiting[:count], self._waiting[count:]
+        for waiting in batch:
+            waiting.sent = True
         return batch
 
     @staticmethod

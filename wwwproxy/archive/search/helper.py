@@ -22,17 +22,23 @@ import struct
 import subprocess
 import sys
 import threading
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover (not on Windows)
+    fcntl = None  # type: ignore[assignment]
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, Generic, TypeVar
+from typing import Any, BinaryIO, Generic, NamedTuple, TypeVar
 
-__all__ = ["HELPER_FAILURES", "Helper", "serve"]
+__all__ = ["HELPER_FAILURES", "Helper", "Sent", "lower_priority", "serve"]
 
 log = logging.getLogger(__name__)
 
 _LENGTH = struct.Struct("<Q")
 #: failures after which a helper is not started again (the work is done in-process)
 HELPER_FAILURES = 3
+_LOWEST = 19  # the lowest scheduling priority (nice value) there is
 _MAX_MESSAGE = 1 << 31  # bytes: more than any request of ours
 _STOP_WAIT = 5.0  # seconds a stopped helper is given to exit before it is killed
 #: the directory that holds the ``wwwproxy`` package, for the helper's import path
@@ -88,6 +94,23 @@ def serve(handler: Callable[[object], object], source: BinaryIO, sink: BinaryIO)
         answered += 1
 
 
+def lower_priority(by: int) -> int:
+    """Lower the calling thread's scheduling priority (its nice value) by ``by``, up to the
+    lowest: work that may wait gets the CPU others leave over.  On Linux the value is per
+    thread, and threads and processes started from this one inherit it.  The nice value
+    now (unchanged where the system does not let it change, and off Linux, where a thread's
+    id is no process id to give ``setpriority``)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        me = threading.get_native_id()
+        now = os.getpriority(os.PRIO_PROCESS, me)
+        os.setpriority(os.PRIO_PROCESS, me, min(_LOWEST, now + by))
+        return os.getpriority(os.PRIO_PROCESS, me)
+    except OSError:
+        return 0
+
+
 def _quiet(sink: BinaryIO) -> None:
     """Point ``sink``'s descriptor at the null device, so that the interpreter's flush at
     exit finds no broken pipe to report."""
@@ -109,13 +132,52 @@ def _helper_env() -> dict[str, str]:
     return env
 
 
+#: bytes a helper's pipes hold (Linux; at most what /proc/sys/fs/pipe-max-size allows an
+#: unprivileged process, 1 MiB by default): a request of a few hundred kilobytes is written
+#: in one go, not 64 KiB at a time, each waiting for the helper to have read the last
+_PIPE_SIZE = 1 << 20
+
+
+def _widen_pipes(proc: subprocess.Popen[bytes]) -> None:
+    """Make ``proc``'s pipes hold :data:`_PIPE_SIZE` bytes where the system lets them."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    if set_size is None:
+        return
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(stream.fileno(), set_size, _PIPE_SIZE)
+
+
+class _Running:
+    """One helper process and the requests on their way through it: it answers them in the
+    order they were written, so the n-th answer read is the n-th request's."""
+
+    __slots__ = ("answered", "broken", "proc", "sent")
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.sent = 0  # requests written
+        self.answered = 0  # answers read
+        self.broken = False  # it failed: requests still on their way are done in-process
+
+
+class Sent(NamedTuple):
+    """Requests written to a helper: the process, and their place in its order."""
+
+    running: _Running
+    turn: int
+
+
 class Helper(Generic[Request, Result]):
     """One helper process, started at its first request and kept for the next.  ``module``
     is run in it (``python -m module``); ``encode`` makes a list of requests built-in types
     for it, ``decode`` its answer back into results (ValueError if it is no answer to them),
-    and ``local`` makes the results in this process when the helper cannot.  One request at a
-    time (a lock); :meth:`call` never fails for the helper's sake.  ``stop_wait``: seconds a
-    stopped helper is given to finish before it is killed."""
+    and ``local`` makes the results in this process when the helper cannot.  Several
+    callers may have requests on their way at once (pipelined: the helper reads the next
+    while it works on one; each caller reads its own answer in turn); :meth:`call` never
+    fails for the helper's sake.  ``stop_wait``: seconds a stopped helper is given to
+    finish before it is killed."""
 
     def __init__(
         self,
@@ -132,43 +194,83 @@ class Helper(Generic[Request, Result]):
         self._stop_wait = stop_wait
         self._argv = list(argv) if argv is not None else [sys.executable, "-m", module]
         self._encode, self._decode, self._local = encode, decode, local
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._lock = threading.Lock()
+        self._running_now: _Running | None = None
+        self._send_lock = threading.Lock()  # one request written at a time (and starts)
+        self._read_turn = threading.Condition()  # answers read in the order sent
         self.failures = 0
         self.started = 0  # helper processes started (for the tests)
 
     @property
     def pid(self) -> int | None:
-        proc = self._proc
-        return proc.pid if proc is not None and proc.poll() is None else None
+        running = self._running_now
+        return running.proc.pid if running is not None and running.proc.poll() is None else None
 
     def call(self, requests: Sequence[Request]) -> list[Result]:
         """The results of ``requests``, made in the helper if it can."""
-        if not requests:
-            return []
-        with self._lock:
-            proc = self._running()
-            if proc is not None:
-                assert proc.stdin is not None and proc.stdout is not None
-                try:
-                    _write(proc.stdin, self._encode(requests))  # type: ignore[arg-type]
-                    return self._decode(_read(proc.stdout), requests)  # type: ignore[arg-type]
-                except (OSError, EOFError, ValueError) as exc:
-                    self.failures += 1
-                    log.warning("the %s helper failed (%s): done in-process", self.what, exc)
-                    self._stop(kill=True)
-        return self._local(requests)
+        return self.receive(self.send(requests), requests)
 
-    def _running(self) -> subprocess.Popen[bytes] | None:
-        if self._proc is not None and self._proc.poll() is None:
-            return self._proc
-        if self._proc is not None:  # it died between requests
+    def send(self, requests: Sequence[Request]) -> Sent | None:
+        """Write ``requests`` to the helper (in the order of the calls: the helper answers
+        in that order); what :meth:`receive` needs for their results, None if the helper
+        cannot take them."""
+        if not requests:
+            return None
+        with self._send_lock:
+            running = self._running()
+            if running is None:
+                return None
+            assert running.proc.stdin is not None
+            try:
+                _write(running.proc.stdin, self._encode(requests))  # type: ignore[arg-type]
+            except (OSError, ValueError) as exc:
+                self._fail(running, exc)
+                return None
+            running.sent += 1
+            return Sent(running, running.sent - 1)
+
+    def receive(self, sent: Sent | None, requests: Sequence[Request]) -> list[Result]:
+        """The results of ``requests`` as :meth:`send` sent them (made here if it did not,
+        or the helper failed since)."""
+        if sent is not None:
+            running, turn = sent
+            with self._read_turn:
+                while running.answered != turn and not running.broken:
+                    self._read_turn.wait()
+                if not running.broken:
+                    assert running.proc.stdout is not None
+                    try:
+                        answer = _read(running.proc.stdout)  # type: ignore[arg-type]
+                        running.answered += 1
+                        return self._decode(answer, requests)
+                    except (OSError, EOFError, ValueError) as exc:
+                        self._fail(running, exc)
+                    finally:
+                        self._read_turn.notify_all()
+        return self._local(requests) if requests else []
+
+    def _fail(self, running: _Running, exc: BaseException) -> None:
+        """``running`` failed: it is ended (once), and what is on its way is done here."""
+        with self._read_turn:
+            first = not running.broken
+            running.broken = True
+            self._read_turn.notify_all()
+        if first:
             self.failures += 1
-            self._stop(kill=True)
+            log.warning("the %s helper failed (%s): done in-process", self.what, exc)
+            if self._running_now is running:
+                self._running_now = None
+            _end(running.proc, kill=True, wait=self._stop_wait)
+
+    def _running(self) -> _Running | None:
+        running = self._running_now
+        if running is not None and running.proc.poll() is None and not running.broken:
+            return running
+        if running is not None:  # it died between requests
+            self._fail(running, EOFError("it exited"))
         if self.failures >= HELPER_FAILURES:
             return None
         try:
-            self._proc = subprocess.Popen(
+            proc = subprocess.Popen(
                 self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_helper_env()
             )
         except OSError as exc:
@@ -176,26 +278,33 @@ class Helper(Generic[Request, Result]):
             log.warning("no %s helper (%s): done in-process", self.what, exc)
             return None
         self.started += 1
-        return self._proc
+        _widen_pipes(proc)
+        self._running_now = _Running(proc)
+        return self._running_now
 
     def stop(self) -> None:
-        """End the helper (its input closed, then waited for: its CPU counts as this
-        process's, and no zombie is left)."""
-        with self._lock:
-            self._stop(kill=False)
+        """End the helper once it answered what is on its way (its input closed, then
+        waited for: its CPU counts as this process's, and no zombie is left)."""
+        with self._send_lock:
+            running, self._running_now = self._running_now, None
+            if running is None:
+                return
+            with self._read_turn:
+                while running.answered != running.sent and not running.broken:
+                    self._read_turn.wait()
+            _end(running.proc, kill=running.broken, wait=self._stop_wait)
 
-    def _stop(self, *, kill: bool) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if kill:
-            proc.kill()
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
-        try:
-            proc.wait(self._stop_wait)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+
+def _end(proc: subprocess.Popen[bytes], *, kill: bool, wait: float) -> None:
+    """End a helper process: killed, or its input closed and ``wait`` seconds given."""
+    if kill:
+        proc.kill()
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+    try:
+        proc.wait(wait)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

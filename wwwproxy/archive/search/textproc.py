@@ -12,13 +12,18 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Sequence
 
-from .helper import HELPER_FAILURES, Helper, serve
+from .helper import HELPER_FAILURES, Helper, lower_priority, serve
 from .schema import Text
 from .text import extract_text, payload_document
 
 __all__ = ["HELPER_FAILURES", "PageError", "TextHelper", "page_text", "page_texts"]
 
 _MODULE = "wwwproxy.archive.search.textproc"
+#: how much lower the helper runs than its caller: a page's search text may wait (the index
+#: lags, as it may), the recording and the browser's pages may not; on a busy machine the
+#: text is made with the CPU left over (about half of what a miss of a 290 KB page costs on
+#: the 2-core bench machine: 126 -> 151 misses a second with it, docs/performance.md)
+TEXT_NICENESS = 19
 
 Headers = Sequence[tuple[str, str]]
 Page = tuple[bytes, Headers]
@@ -94,4 +99,5 @@ class TextHelper(Helper[Page, "Text | PageError"]):
 
 
 if __name__ == "__main__":
+    lower_priority(TEXT_NICENESS)
     serve(_answer, sys.stdin.buffer, sys.stdout.buffer)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 from ..cdxj import CDXJRecord
 from ..warc import WARCWriteError
 from .capture import READ_ERRORS, Given, read_payload, wants_text
+from .helper import lower_priority
 from .textproc import PageError
 
 if TYPE_CHECKING:
@@ -37,6 +38,10 @@ COLLECT = 0.25  # seconds a batch waits for more pages while they keep coming (n
 MAX_PENDING = 10_000  # pages waiting to be indexed; past it, caught up from the CDXJ index
 MERGE_IDLE = 1.0  # seconds without a page before a due merge (flush: at once)
 IDLE_EXIT = 5.0  # seconds without work before the indexing thread ends
+#: how much lower the indexing thread runs than the rest of its process (the text helper
+#: it starts runs lower still: textproc.TEXT_NICENESS).  Less than the helper: the thread
+#: shares its process's GIL, and one that waits long for a core holds up the others
+INDEX_NICENESS = 10
 GIVEN_MAX = 1024 * 1024  # a recorded payload up to this size is handed over, not read back ...
 GIVEN_BUDGET = 16 * 1024 * 1024  # ... while those waiting to be indexed hold less than this
 
@@ -195,6 +200,7 @@ class IndexWorker:
         someone flushes), the pages left behind by a full queue, then a merge if due.  A
         merge waits for a pause: during a crawl, merging after every batch merged the whole
         index again and again (a third of the indexing time on a 550-page site)."""
+        lower_priority(INDEX_NICENESS)
         while True:
             if self._merge_wanted or self._behind is not None:
                 timeout = 0.0 if self._merge_waiters else MERGE_IDLE
