@@ -284,3 +284,106 @@ async def test_read_chunks_gives_a_file_in_chunks_read_in_the_executors_threads(
     assert [len(c) for c in got] == chunks
     assert b"".join(got) == data
     assert stream.threads == {"chunk-reader_0"}  # never the loop's thread
+
+
+def fsyncs_seen(monkeypatch: pytest.MonkeyPatch, dirty: int | None) -> list[str]:
+    """The paths fsynced one by one from now on (each still fsynced), with the machine's
+    dirty bytes said to be ``dirty`` (what decides between fsyncs and one syncfs)."""
+    seen: list[str] = []
+    real = fsutil.fsync_path
+
+    def fsync_path(path: str | os.PathLike[str]) -> None:
+        seen.append(os.fspath(path))
+        real(path)
+
+    monkeypatch.setattr(fsutil, "fsync_path", fsync_path)
+    monkeypatch.setattr(fsutil, "dirty_bytes", lambda: dirty)
+    return seen
+
+
+def test_a_background_round_flushes_the_files_written_not_the_file_system(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With other programs' data waiting to be written, a round fsyncs what the puts wrote
+    (files by descriptor, then the new folders) and the ``always`` files; no syncfs, which
+    would wait for the others' data too."""
+    seen = fsyncs_seen(monkeypatch, SYNCFS_DIRTY_MAX + 1)
+    log = tmp_path / "catalog.sqlite-wal"
+    log.write_bytes(b"log")
+    flusher = BackgroundSync(tmp_path, interval=60, always=[log, tmp_path / "no-such-file"])
+    folder = tmp_path / "host"
+    folder.mkdir()
+    names = [folder / f"page{n}.warc.gz" for n in range(SYNCFS_OVER + 2)]
+    for name in names:
+        with open(name, "wb") as f, PendingFlush() as pending:
+            f.write(b"records")
+            f.flush()
+            pending.file(f.fileno())
+            pending.folder(folder)
+            flusher.sync(pending.items)
+    flusher.flush()
+    assert (flusher.flushes, flusher.syncfs_flushes) == (1, 0)
+    missing = str(tmp_path / "no-such-file")  # (tried, and passed over: nothing to flush)
+    assert sorted(seen[:-1]) == sorted([*map(str, names), str(log), missing])
+    assert seen[-1] == str(folder)  # the folder after the files it names
+    flusher.flush()
+    assert flusher.flushes == 1  # nothing written since
+
+
+def test_a_background_round_of_many_paths_on_a_quiet_machine_is_one_syncfs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = fsyncs_seen(monkeypatch, 0)
+    flusher = BackgroundSync(tmp_path, interval=60)
+    names = [tmp_path / str(n) for n in range(SYNCFS_OVER + 2)]
+    for name in names:
+        name.write_bytes(b"x")
+    flusher.sync(names)
+    flusher.flush()
+    assert flusher.flushes == 1 and seen == []
+    assert flusher.syncfs_flushes == 1
+
+
+def test_a_file_removed_before_its_round_needs_no_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = fsyncs_seen(monkeypatch, SYNCFS_DIRTY_MAX + 1)
+    flusher = BackgroundSync(tmp_path, interval=60)
+    gone = tmp_path / "gone.warc.gz"
+    with open(gone, "wb") as f, PendingFlush() as pending:
+        f.write(b"x")
+        pending.file(f.fileno())
+        gone.unlink()
+        flusher.sync(pending.items)
+    kept = tmp_path / "kept.warc.gz"
+    kept.write_bytes(b"y")
+    flusher.sync([kept])
+    flusher.flush()
+    assert seen == [str(kept)] and flusher.syncfs_flushes == 0
+
+
+def test_a_descriptor_whose_file_cannot_be_named_makes_the_round_a_syncfs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = fsyncs_seen(monkeypatch, SYNCFS_DIRTY_MAX + 1)
+    flusher = BackgroundSync(tmp_path, interval=60)
+    read_end, write_end = os.pipe()  # a pipe has no path
+    try:
+        flusher.sync([write_end])
+        flusher.flush()
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert seen == [] and flusher.syncfs_flushes == 1
+
+
+def test_a_store_flushes_its_catalogs_log_in_the_background(tmp_path: Path) -> None:
+    from wwwproxy.archive.store import Store
+
+    store = Store(tmp_path / "cache")
+    assert isinstance(store.sync, BackgroundSync)
+    assert store.sync.always == [str(store.catalog.log_path)]
+    store.set_sync("flush")
+    store.set_sync("write")
+    assert isinstance(store.sync, BackgroundSync)
+    assert store.sync.always == [str(store.catalog.log_path)]

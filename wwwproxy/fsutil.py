@@ -299,24 +299,40 @@ class Durability(Protocol):
 
 class BackgroundSync:
     """``sync: write``: a change is acknowledged once written (it survives the process being
-    killed: the kernel has it), and a thread flushes the file system at most ``interval``
-    seconds after the first change it has not flushed yet (one ``syncfs`` for all of them): a
-    power cut loses at most about that much.  A flush that fails is logged and tried again
-    on the next round (a cache folder that is gone has nothing left to flush); the last round
-    runs at exit.  The thread ends after ``idle`` seconds without a change (the next one
-    starts another)."""
+    killed: the kernel has it), and a thread flushes what was written at most ``interval``
+    seconds after the first change it has not flushed yet: a power cut loses at most about
+    that much.  A round flushes the files and folders the changes named (by path: each file
+    the change wrote, each folder given a new file) and the ``always`` files (a database log
+    that must not fall behind them), an fsync each, or one ``syncfs`` for all when that is
+    quicker (:func:`use_syncfs`: many paths and little else dirty on the machine; also when a
+    change named none, or more than :data:`BACKGROUND_PATHS_MAX`).  Not ``syncfs`` every
+    round: that waits for every other program's writes to the file system, and the cache's
+    writers (a new file, a database commit) waited for it, up to a second on a busy disk.
+    A flush that fails is logged and tried again on the next round (a cache folder that is
+    gone has nothing left to flush); the last round runs at exit.  The thread ends after
+    ``idle`` seconds without a change (the next one starts another)."""
 
     def __init__(
-        self, root: str | os.PathLike[str], *, interval: float = 1.0, idle: float = 30.0
+        self,
+        root: str | os.PathLike[str],
+        *,
+        interval: float = 1.0,
+        idle: float = 30.0,
+        always: Iterable[str | os.PathLike[str]] = (),
     ) -> None:
         self.root = os.fspath(root)
         self.interval = interval
         self.idle = idle
+        self.always = [os.fspath(p) for p in always]
         self._dirty = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        #: flushes made (tests and benchmarks)
+        #: the paths the next round flushes, and whether it flushes the whole file system
+        self._paths: set[str] = set()
+        self._whole = False
+        #: flushes made, and how many of them were syncfs (tests and benchmarks)
         self.flushes = 0
+        self.syncfs_flushes = 0
         #: the error of the newest flush that failed, None once one succeeded since
         self.failed: OSError | None = None
 
@@ -326,8 +342,15 @@ class BackgroundSync:
         return self._thread is not None
 
     def sync(self, paths: Iterable[int | str | os.PathLike[str]]) -> None:
-        self._dirty.set()
+        """Note what a change wrote (open descriptors of its files, names of its new folders)
+        for the next round, and return at once."""
+        named = [_path_of(p) for p in paths]
         with self._lock:  # the thread ends under it only when nothing is dirty
+            if not named or None in named or len(self._paths) >= BACKGROUND_PATHS_MAX:
+                self._whole = True
+            if not self._whole:
+                self._paths.update(p for p in named if p)
+            self._dirty.set()
             if self._thread is None:
                 _flushed_at_exit.add(self)
                 self._thread = threading.Thread(
@@ -337,15 +360,21 @@ class BackgroundSync:
 
     def flush(self) -> None:
         """Flush now what was written (a clean exit, a test)."""
-        if not self._dirty.is_set():
-            return
-        self._dirty.clear()
+        with self._lock:
+            if not self._dirty.is_set():
+                return
+            self._dirty.clear()
+            paths, whole = self._paths, self._whole
+            self._paths, self._whole = set(), False
         try:
-            sync_file_system(self.root)
+            self._flush(paths, whole)
         except FileNotFoundError:
             return  # the cache was removed: nothing of it is left to flush
         except OSError as exc:
-            self._dirty.set()
+            with self._lock:
+                self._paths |= paths
+                self._whole = self._whole or whole
+                self._dirty.set()
             if self.failed is None:
                 _log.error(
                     "cannot flush the cache to disk: %s (tried again in %g s)", exc, self.interval
@@ -354,6 +383,19 @@ class BackgroundSync:
             return
         self.failed = None
         self.flushes += 1
+
+    def _flush(self, paths: set[str], whole: bool) -> None:
+        todo = paths | set(self.always)
+        if whole or use_syncfs(len(todo), dirty_bytes()):
+            sync_file_system(self.root)
+            self.syncfs_flushes += 1
+            return
+        # the files before the folders that name them
+        for path in sorted(todo, key=lambda p: os.path.isdir(p)):
+            try:
+                fsync_path(path)
+            except FileNotFoundError:  # removed since (a purge, a compaction's rename)
+                continue
 
     def _run(self) -> None:
         while True:
@@ -365,6 +407,25 @@ class BackgroundSync:
                 continue
             time.sleep(self.interval)
             self.flush()
+
+
+#: paths a background round fsyncs one by one at most; past it, one syncfs
+BACKGROUND_PATHS_MAX = 4096
+
+
+def _path_of(item: int | str | os.PathLike[str]) -> str | None:
+    """The path of a file named by an open descriptor (Linux's /proc), or of a path; "" for
+    a file removed since (nothing to flush); None when the descriptor's path cannot be told
+    (the round then flushes the file system)."""
+    if not isinstance(item, int):
+        return os.fspath(item)
+    try:
+        path = os.readlink(f"/proc/self/fd/{item}")
+    except OSError:
+        return None
+    if path.endswith(" (deleted)"):
+        return ""
+    return path if path.startswith("/") else None
 
 
 #: the background flushers that have flushed or will: the last round of each runs at exit
@@ -384,10 +445,13 @@ DEFAULT_SYNC = "write"
 GROUP_WINDOW = 0.005
 
 
-def durability(mode: str, root: str | os.PathLike[str]) -> Durability:
-    """The :class:`Durability` of ``sync: MODE`` for the cache at ``root``."""
+def durability(
+    mode: str, root: str | os.PathLike[str], always: Iterable[str | os.PathLike[str]] = ()
+) -> Durability:
+    """The :class:`Durability` of ``sync: MODE`` for the cache at ``root`` (``always``: files
+    a background round flushes whatever the changes named)."""
     if mode == "write":
-        return BackgroundSync(root)
+        return BackgroundSync(root, always=always)
     if mode == "group":
         return GroupSync(root, window=GROUP_WINDOW)
     if mode == "flush":

@@ -246,6 +246,11 @@ class Catalog:
     def exists(self) -> bool:
         return self.path.exists()
 
+    @property
+    def log_path(self) -> Path:
+        """The database's write-ahead log (WAL mode): where its newest commits are."""
+        return Path(f"{self.path}-wal")
+
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))  # the owner's alone

@@ -139,7 +139,7 @@ class Store:
         self.catalog = Catalog(self.root)
         #: how a recorded exchange becomes durable (the ``sync`` setting: :meth:`set_sync`)
         self.sync_mode = sync
-        self.sync: Durability = durability(sync, self.root)
+        self.sync: Durability = durability(sync, self.root, always=self._flushed_always())
         self.tmp_dir = self.root / "tmp"
         self.tmp_dir.mkdir(exist_ok=True)  # once here, not per request on the event loop
         #: told about every put and delete (:class:`StoreListener`), in the changing thread
@@ -153,12 +153,18 @@ class Store:
         #: the process that records small exchanges for this one (:mod:`.recordproc`)
         self.record_helper: RecordHelper | None = None
 
+    def _flushed_always(self) -> tuple[Path]:
+        """What a background flush round flushes besides what the puts wrote: the catalog's
+        log, whose pages must not fall behind the index lines on a power cut."""
+        return (self.catalog.log_path,)
+
     def set_sync(self, mode: str) -> None:
         """Follow the ``sync`` setting (``write``, ``group`` or ``flush``; a reload may change
         it): what a recorded exchange waits for before its answer's last byte."""
         if mode != self.sync_mode:
             old = self.sync
-            self.sync, self.sync_mode = durability(mode, self.root), mode
+            self.sync = durability(mode, self.root, always=self._flushed_always())
+            self.sync_mode = mode
             flush = getattr(old, "flush", None)
             if flush is not None:  # what the background flusher had not flushed yet
                 flush()

@@ -1,0 +1,83 @@
+"""WAL checkpoints in a thread of their own: a writer whose commits never checkpoint keeps its
+log bounded through :class:`BackgroundCheckpoint` (real SQLite files), and the catalog's writer
+is one."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from wwwproxy.archive.catalog import Catalog
+from wwwproxy.archive.checkpoint import BackgroundCheckpoint, without_auto_checkpoint
+from wwwproxy.archive.store import Store
+from wwwproxy.url import canonicalize
+
+LIMIT = 256 * 1024
+ROW = b"x" * 4000
+
+
+def writer(path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE IF NOT EXISTS t (v BLOB)")
+    return without_auto_checkpoint(conn)
+
+
+def write_rows(conn: sqlite3.Connection, count: int, after_commit=None) -> None:
+    for _ in range(count):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t VALUES (?)", (ROW,))
+        conn.execute("COMMIT")
+        if after_commit is not None:
+            after_commit()
+
+
+def wal_size(path) -> int:
+    return (path.parent / f"{path.name}-wal").stat().st_size
+
+
+def test_without_automatic_checkpoints_the_log_grows(tmp_path):
+    """(What the background checkpoint is for: the writer alone never copies the log back.)"""
+    path = tmp_path / "db.sqlite"
+    conn = writer(path)
+    write_rows(conn, 2000)  # about 8 MB of rows
+    assert wal_size(path) > 4 * 1024 * 1024
+    conn.close()
+
+
+def test_the_background_checkpoint_keeps_the_log_bounded(tmp_path):
+    path = tmp_path / "db.sqlite"
+    conn = writer(path)
+    checkpoint = BackgroundCheckpoint(path, limit=LIMIT)
+
+    def paced() -> None:  # the thread gets its turn, as between a proxy's batches
+        checkpoint.committed()
+        time.sleep(0.001)
+
+    write_rows(conn, 2000, paced)
+    assert checkpoint.checkpoints >= 1
+    assert wal_size(path) < 16 * LIMIT  # copied back and started over, not 8 MB
+    (count,) = sqlite3.connect(path).execute("SELECT count(*) FROM t").fetchone()
+    assert count == 2000
+    conn.close()
+
+
+def test_a_checkpoint_of_a_missing_database_says_so(tmp_path):
+    checkpoint = BackgroundCheckpoint(tmp_path / "gone" / "db.sqlite")
+    checkpoint.committed()  # no log: nothing due, nothing raised
+    assert not checkpoint.checkpoint()
+    assert checkpoint.checkpoints == 0
+
+
+def test_the_catalogs_writer_leaves_checkpoints_to_the_thread(tmp_path):
+    store = Store(tmp_path / "cache")
+    url = canonicalize("http://c.example/page")
+    rec = store.recorder(url, url.file, method="GET", request_headers=[], request_body=b"")
+    rec.write(b"<p>page</p>")
+    rec.finish(200, "OK", [("Content-Type", "text/html")])
+    catalog: Catalog = store.catalog
+    assert catalog.rebuild(store.index.prefix("")) == 1  # (a build writes: the writer opens)
+    writer_conn = catalog._writer  # noqa: SLF001
+    assert writer_conn is not None
+    assert writer_conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+    assert catalog._checkpoint.path == catalog.path  # noqa: SLF001
