@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 
 from ..url import URL, url_hash
 from .cdxj import CDXJError, CDXJRecord
+from .checkpoint import BackgroundCheckpoint, without_auto_checkpoint
 from .index_lines import INDEXED_TYPES
 from .page_summary import Capture, Line, PageSummary, host_of, line_of, summarize
 
@@ -236,6 +237,7 @@ class Catalog:
         #: whether queued changes are applied by a timer (else by whoever queued them, who
         #: calls :meth:`flush`: the recording helper, after each batch)
         self.timed = True
+        self._checkpoint = BackgroundCheckpoint(self.path)
         _open.add(self)
 
     def __repr__(self) -> str:
@@ -297,9 +299,10 @@ class Catalog:
         """The writing connection, in a transaction (other writers wait)."""
         with self._write_lock:
             if self._writer is None:
-                self._writer = self._connect()
+                self._writer = without_auto_checkpoint(self._connect())
             with self._transaction(self._writer):
                 yield self._writer
+        self._checkpoint.committed()  # (the log copied back in a thread: checkpoint.py)
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
