@@ -174,6 +174,7 @@ def test_recorded_pages_are_indexed_through_the_helper_and_it_closes_with_the_in
     from wwwproxy.archive.search import capture, textproc, worker
 
     assert len(BIG[0]) > worker.GIVEN_MAX
+    monkeypatch.setattr(worker, "IDLE_EXIT", 120.0)  # its thread stays for the checks below
 
     def not_here(*args):
         raise AssertionError("a page's text was made in this process")
@@ -191,9 +192,9 @@ def test_recorded_pages_are_indexed_through_the_helper_and_it_closes_with_the_in
     pid = index._texts.pid
     if sys.platform.startswith("linux"):  # the text is made with what CPU is left over
         assert pid is not None and os.getpriority(os.PRIO_PROCESS, pid) == 19
-        (thread,) = [t for t in threading.enumerate() if t.name == "wwwproxy-search-index"]
+        thread = index.indexing._thread  # this index's indexing thread (still there: idle)
         mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-        assert thread.native_id is not None
+        assert thread is not None and thread.native_id is not None
         assert os.getpriority(os.PRIO_PROCESS, thread.native_id) == min(
             19, mine + worker.INDEX_NICENESS
         )
