@@ -276,3 +276,25 @@ def test_changes_that_cannot_be_applied_stay_queued_and_are_applied_later(
     totals = catalog.totals()
     assert (totals.hosts, totals.pages) == (3, 8)
     assert snapshot(catalog) == remade(store)
+
+
+def test_a_second_connection_keeps_the_first_ones_locks(tmp_path):
+    """Opening the reader must not drop this process's locks on the database (closing any
+    descriptor of the file drops them): another process closing its connection would then
+    take itself for the last one and remove the log this process still writes to."""
+    import subprocess
+    import sys
+
+    store = Store(tmp_path / "cache")
+    fill(store)
+    catalog = store.catalog
+    catalog.rebuild(store.index.prefix(""))  # the writer's connection is open, with a log
+    catalog.totals()  # the reader's connection opens now
+    assert catalog.log_path.exists()
+    other = (
+        "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]);"
+        "c.execute('SELECT count(*) FROM sqlite_master').fetchone(); c.close()"
+    )
+    subprocess.run([sys.executable, "-c", other, str(catalog.path)], check=True, timeout=60)
+    assert catalog.log_path.exists()  # it did not take itself for the last connection
+    assert catalog.totals()[:2] == (3, 8)

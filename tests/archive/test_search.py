@@ -380,3 +380,18 @@ def test_closing_twice_writes_nothing_and_logs_nothing(tmp_path, caplog):
     index.close()
     index.close()  # the services and the server both close it on the way out
     assert [r for r in caplog.records if r.levelname == "ERROR"] == []
+
+
+@given(st.text())
+@settings(max_examples=300)
+def test_clean_turns_each_control_character_to_a_space_and_collapses_runs(text):
+    """clean() by str.translate is the regular expression's result exactly (the terms of
+    pages indexed before must come out of their text the same)."""
+    import re
+
+    from wwwproxy.archive.search.text import CONTROL, clean
+
+    assert CONTROL.pattern == r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"
+    assert clean(text) == " ".join(re.sub(CONTROL, " ", text).split())
+    every = "".join(map(chr, range(0x3000)))
+    assert clean(every) == " ".join(CONTROL.sub(" ", every).split())

@@ -255,7 +255,11 @@ class Catalog:
 
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))  # the owner's alone
+        # the owner's alone: made here, before SQLite makes it (its -wal and -shm files take
+        # its mode).  Only when missing: closing a descriptor of a file this process holds
+        # open would drop SQLite's POSIX locks on it (SQLite's own warning)
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 30000")
         conn.execute("PRAGMA journal_mode = WAL")
