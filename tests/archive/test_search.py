@@ -395,3 +395,26 @@ def test_clean_turns_each_control_character_to_a_space_and_collapses_runs(text):
     assert clean(text) == " ".join(re.sub(CONTROL, " ", text).split())
     every = "".join(map(chr, range(0x3000)))
     assert clean(every) == " ".join(CONTROL.sub(" ", every).split())
+
+
+@given(
+    st.lists(st.sampled_from(["a", "bc", " ", "\n", "\x00", "\xa0", "é", "  "])).map("".join),
+    st.integers(min_value=0, max_value=40),
+)
+@settings(max_examples=500)
+def test_clean_capped_is_clean_cut_at_the_cap(text, cap):
+    """Cleaning only the prefix a capped text needs gives what cleaning all and cutting
+    gives: the same terms for a page however long its text."""
+    from wwwproxy.archive.search.text import clean, clean_capped
+
+    assert clean_capped(text, cap) == clean(text)[:cap]
+
+
+def test_a_long_pages_text_is_cut_the_same_with_less_cleaned():
+    from wwwproxy.archive.search.text import MAX_TEXT, clean, clean_capped
+
+    words = " \n ".join(f"w{n}\x01x" for n in range(200_000))  # 2 MB: past the prefix
+    assert len(words) > MAX_TEXT * 2
+    assert clean_capped(words, MAX_TEXT) == clean(words)[:MAX_TEXT]
+    spaced = " " * (MAX_TEXT * 2) + "last words"  # the prefix cleans to nothing: all of it
+    assert clean_capped(spaced, MAX_TEXT) == "last words"

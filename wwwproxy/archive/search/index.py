@@ -43,7 +43,7 @@ from ..store import StoreError
 from .capture import READ_ERRORS, Given, read_text, wants_text
 from .schema import FTS, Text, create_fts, open_schema, write_fts
 from .searching import Searcher, SearchHit, SearchResults
-from .text import MAX_TEXT, MAX_TITLE, clean
+from .text import MAX_TEXT, MAX_TITLE, clean, clean_capped
 from .textproc import PageError, TextHelper, page_text
 from .unindexed import mark_time
 from .worker import BATCH, Capture, Follower, IndexWorker
@@ -244,7 +244,7 @@ class SearchIndex:
     ) -> None:
         """Put (or replace) one page's row and text.  Text not read from the archive is not
         there to be read again: a rebuild or compaction drops it."""
-        title, text = clean(title)[:MAX_TITLE], clean(text)[:MAX_TEXT]
+        title, text = clean(title)[:MAX_TITLE], clean_capped(text, MAX_TEXT)
         with self._write_lock:
             new = Text.of(title, text) if title or text else None
             self._put(None, key, url, new, mime, status, fetched, file, None)

@@ -33,6 +33,7 @@ __all__ = [
     "TEXT_VERSION",
     "TOKENIZE",
     "clean",
+    "clean_capped",
     "decode_text",
     "digest",
     "extract_text",
@@ -112,6 +113,18 @@ def clean(text: str) -> str:
     return " ".join(text.translate(_CONTROL_TO_SPACE).split())  # faster than re.sub
 
 
+def clean_capped(text: str, cap: int) -> str:
+    """``clean(text)[:cap]``, cleaning no more of ``text`` than that needs: the cleaned
+    text of a prefix is a prefix of the cleaned text (clean works a character and a word at
+    a time; a word cut at the end is cut at the same place), so once a prefix gives ``cap``
+    characters they are the answer.  A page of a megabyte of text is cleaned a quarter."""
+    if len(text) > cap + cap // 4:
+        head = clean(text[: cap + cap // 4])
+        if len(head) >= cap:
+            return head[:cap]
+    return clean(text)[:cap]
+
+
 _BLOCK_TAGS = (
     "p div br li tr td th h1 h2 h3 h4 h5 h6 section article header footer nav main aside "
     "blockquote pre table ul ol dl dt dd hr title option figure figcaption"
@@ -179,7 +192,7 @@ def extract_text(document: str, mime: str = "text/html") -> tuple[str, str]:
     body = _COMMENT.sub(" ", body[:MAX_PAYLOAD])
     body = _HIDDEN.sub(" ", body)
     text = html.unescape(_TAG.sub("", _BLOCK_TAG.sub(" ", body)))
-    return title, clean(text)[:MAX_TEXT]
+    return title, clean_capped(text, MAX_TEXT)
 
 
 def digest(*parts: str) -> bytes:
