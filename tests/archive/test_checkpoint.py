@@ -62,6 +62,40 @@ def test_the_background_checkpoint_keeps_the_log_bounded(tmp_path):
     conn.close()
 
 
+def test_a_log_copied_back_starts_over_small_and_is_not_copied_at_every_commit(tmp_path):
+    """SQLite reuses a log file at its largest size; a log past the limit once must not make
+    every later commit a checkpoint (each one waits for two fsyncs)."""
+    path = tmp_path / "db.sqlite"
+    conn = writer(path)
+    checkpoint = BackgroundCheckpoint(path, limit=LIMIT)
+
+    def paced() -> None:
+        checkpoint.committed()
+        time.sleep(0.001)
+
+    rows = 2000  # about 8 MB of rows: some 32 logs' worth of LIMIT
+    write_rows(conn, rows, paced)
+    assert 1 <= checkpoint.checkpoints <= 4 * (rows * len(ROW)) // LIMIT
+    assert wal_size(path) < 2 * LIMIT
+    conn.close()
+
+
+def test_a_checkpoint_a_reader_holds_back_says_so(tmp_path):
+    path = tmp_path / "db.sqlite"
+    conn = writer(path)
+    write_rows(conn, 10)
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM t").fetchone()  # a snapshot that uses the log
+    write_rows(conn, 10)
+    checkpoint = BackgroundCheckpoint(path, limit=LIMIT)
+    assert not checkpoint.checkpoint()  # the reader's snapshot keeps the newer rows' frames
+    reader.execute("COMMIT")
+    assert checkpoint.checkpoint()
+    conn.close()
+    reader.close()
+
+
 def test_a_checkpoint_of_a_missing_database_says_so(tmp_path):
     checkpoint = BackgroundCheckpoint(tmp_path / "gone" / "db.sqlite")
     checkpoint.committed()  # no log: nothing due, nothing raised
@@ -80,4 +114,5 @@ def test_the_catalogs_writer_leaves_checkpoints_to_the_thread(tmp_path):
     writer_conn = catalog._writer  # noqa: SLF001
     assert writer_conn is not None
     assert writer_conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+    assert writer_conn.execute("PRAGMA journal_size_limit").fetchone() == (0,)
     assert catalog._checkpoint.path == catalog.path  # noqa: SLF001

@@ -16,6 +16,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 __all__ = ["WAL_CHECKPOINT_BYTES", "BackgroundCheckpoint", "without_auto_checkpoint"]
@@ -25,11 +26,19 @@ log = logging.getLogger(__name__)
 #: a log past this size is copied back (SQLite's own automatic checkpoint: 1,000 pages)
 WAL_CHECKPOINT_BYTES = 4 * 1024 * 1024
 _IDLE = 30.0  # seconds without a commit before the checkpoint thread ends
+#: after a checkpoint that could not copy the whole log back (a reader still uses it), the
+#: thread waits this long before the next: the log cannot start over until that reader is done
+_RETRY_AFTER = 1.0
 
 
 def without_auto_checkpoint(conn: sqlite3.Connection) -> sqlite3.Connection:
-    """``conn`` as a writer whose commits never checkpoint (a BackgroundCheckpoint does)."""
+    """``conn`` as a writer whose commits never checkpoint (a BackgroundCheckpoint does).
+
+    Its log file is also cut back when SQLite starts the log over after a checkpoint
+    (``journal_size_limit``): otherwise the file keeps its largest size, and the log's size,
+    which says when a checkpoint is due, could not be read from it."""
     conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("PRAGMA journal_size_limit = 0")
     return conn
 
 
@@ -64,14 +73,15 @@ class BackgroundCheckpoint:
                 self._thread.start()
 
     def checkpoint(self) -> bool:
-        """Copy the log back now (what the thread does); False if that failed (logged)."""
+        """Copy the log back now (what the thread does); True if all of it was (False if a
+        reader kept some of it, or on an error, which is logged)."""
         try:
             conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
         except sqlite3.Error as exc:
             log.warning("%s: no checkpoint: %s", self.path, exc)
             return False
         try:
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            busy, logged, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error as exc:
             log.warning("%s: no checkpoint: %s", self.path, exc)
             return False
@@ -79,7 +89,7 @@ class BackgroundCheckpoint:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
         self.checkpoints += 1
-        return True
+        return not busy and copied == logged
 
     def _run(self) -> None:
         while True:
@@ -90,4 +100,5 @@ class BackgroundCheckpoint:
                         return
                 continue
             self._due.clear()
-            self.checkpoint()
+            if not self.checkpoint():
+                time.sleep(_RETRY_AFTER)
