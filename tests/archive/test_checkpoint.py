@@ -4,15 +4,20 @@ is one."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+import threading
 import time
 
+import pytest
+
 from wwwproxy.archive.catalog import Catalog
-from wwwproxy.archive.checkpoint import BackgroundCheckpoint, without_auto_checkpoint
+from wwwproxy.archive.checkpoint import HOLD_PAST, BackgroundCheckpoint, without_auto_checkpoint
 from wwwproxy.archive.store import Store
 from wwwproxy.url import canonicalize
 
 LIMIT = 256 * 1024
+EVERY = 0.02  # seconds between checkpoints at least (the proxy's: 1)
 ROW = b"x" * 4000
 
 
@@ -23,11 +28,12 @@ def writer(path) -> sqlite3.Connection:
     return without_auto_checkpoint(conn)
 
 
-def write_rows(conn: sqlite3.Connection, count: int, after_commit=None) -> None:
+def write_rows(conn: sqlite3.Connection, count: int, after_commit=None, lock=None) -> None:
     for _ in range(count):
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO t VALUES (?)", (ROW,))
-        conn.execute("COMMIT")
+        with lock or contextlib.nullcontext():
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t VALUES (?)", (ROW,))
+            conn.execute("COMMIT")
         if after_commit is not None:
             after_commit()
 
@@ -45,18 +51,27 @@ def test_without_automatic_checkpoints_the_log_grows(tmp_path):
     conn.close()
 
 
-def test_the_background_checkpoint_keeps_the_log_bounded(tmp_path):
+@pytest.mark.parametrize("pause", [0.001, 0.0])
+def test_the_background_checkpoint_keeps_the_log_bounded(tmp_path, pause):
+    """Also for a writer that never stops (``pause`` 0): one that commits while each
+    checkpoint runs is held, past HOLD_PAST times the limit, for one checkpoint."""
     path = tmp_path / "db.sqlite"
     conn = writer(path)
-    checkpoint = BackgroundCheckpoint(path, limit=LIMIT)
+    lock = threading.Lock()
+    checkpoint = BackgroundCheckpoint(path, limit=LIMIT, every=EVERY, hold=lock)
+    largest = 0
 
     def paced() -> None:  # the thread gets its turn, as between a proxy's batches
+        nonlocal largest
         checkpoint.committed()
-        time.sleep(0.001)
+        largest = max(largest, wal_size(path))
+        time.sleep(pause)
 
-    write_rows(conn, 2000, paced)
+    write_rows(conn, 2000, paced, lock)
     assert checkpoint.checkpoints >= 1
-    assert wal_size(path) < 16 * LIMIT  # copied back and started over, not 8 MB
+    # copied back and started over, not 8 MB (nor the 25 MB of log a writer that never
+    # stops made without the hold)
+    assert largest < (HOLD_PAST + 8) * LIMIT
     (count,) = sqlite3.connect(path).execute("SELECT count(*) FROM t").fetchone()
     assert count == 2000
     conn.close()
@@ -67,16 +82,16 @@ def test_a_log_copied_back_starts_over_small_and_is_not_copied_at_every_commit(t
     every later commit a checkpoint (each one waits for two fsyncs)."""
     path = tmp_path / "db.sqlite"
     conn = writer(path)
-    checkpoint = BackgroundCheckpoint(path, limit=LIMIT)
+    checkpoint = BackgroundCheckpoint(path, limit=LIMIT, every=EVERY)
 
     def paced() -> None:
         checkpoint.committed()
         time.sleep(0.001)
 
-    rows = 2000  # about 8 MB of rows: some 32 logs' worth of LIMIT
-    write_rows(conn, rows, paced)
-    assert 1 <= checkpoint.checkpoints <= 4 * (rows * len(ROW)) // LIMIT
-    assert wal_size(path) < 2 * LIMIT
+    started = time.monotonic()
+    write_rows(conn, 2000, paced)  # about 8 MB of rows: some 32 logs' worth of LIMIT
+    took = time.monotonic() - started
+    assert 1 <= checkpoint.checkpoints <= took / EVERY + 2
     conn.close()
 
 
@@ -116,3 +131,4 @@ def test_the_catalogs_writer_leaves_checkpoints_to_the_thread(tmp_path):
     assert writer_conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
     assert writer_conn.execute("PRAGMA journal_size_limit").fetchone() == (0,)
     assert catalog._checkpoint.path == catalog.path  # noqa: SLF001
+    assert catalog._checkpoint.hold is catalog._write_lock  # noqa: SLF001

@@ -237,7 +237,7 @@ class Catalog:
         #: whether queued changes are applied by a timer (else by whoever queued them, who
         #: calls :meth:`flush`: the recording helper, after each batch)
         self.timed = True
-        self._checkpoint = BackgroundCheckpoint(self.path)
+        self._checkpoint = BackgroundCheckpoint(self.path, hold=self._write_lock)
         _open.add(self)
 
     def __repr__(self) -> str:

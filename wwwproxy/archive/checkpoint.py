@@ -7,6 +7,12 @@ path (the recording helper applies a batch's changes before it answers): every m
 flight stalled with it.  A writer that turns automatic checkpoints off and tells a
 :class:`BackgroundCheckpoint` after each commit has the log copied back by a thread of its
 own, with a connection of its own, which writers do not wait for (a PASSIVE checkpoint).
+
+SQLite starts the log over only at a write after a checkpoint that copied all of it back; a
+writer that commits while each checkpoint runs keeps the log growing.  So past
+:data:`HOLD_PAST` times the limit, a checkpoint holds the writer's lock (``hold``) while it
+runs: it copies everything, the next commit starts the log over, and the file is cut back
+(``journal_size_limit``).  Writers then wait once, for one checkpoint, every so many MB.
 """
 
 from __future__ import annotations
@@ -17,18 +23,28 @@ import os
 import sqlite3
 import threading
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 
-__all__ = ["WAL_CHECKPOINT_BYTES", "BackgroundCheckpoint", "without_auto_checkpoint"]
+__all__ = [
+    "CHECKPOINT_EVERY",
+    "HOLD_PAST",
+    "WAL_CHECKPOINT_BYTES",
+    "BackgroundCheckpoint",
+    "without_auto_checkpoint",
+]
 
 log = logging.getLogger(__name__)
 
 #: a log past this size is copied back (SQLite's own automatic checkpoint: 1,000 pages)
 WAL_CHECKPOINT_BYTES = 4 * 1024 * 1024
 _IDLE = 30.0  # seconds without a commit before the checkpoint thread ends
-#: after a checkpoint that could not copy the whole log back (a reader still uses it), the
-#: thread waits this long before the next: the log cannot start over until that reader is done
-_RETRY_AFTER = 1.0
+#: seconds at least between two checkpoints: a log the writer keeps adding to while it is
+#: copied back (or a reader keeps in use) does not start over, stays past the limit, and
+#: would otherwise make every commit another checkpoint (each waits for two fsyncs)
+CHECKPOINT_EVERY = 1.0
+#: a log past this many times the limit is copied back with the writer held (see above)
+HOLD_PAST = 8
 
 
 def without_auto_checkpoint(conn: sqlite3.Connection) -> sqlite3.Connection:
@@ -44,13 +60,23 @@ def without_auto_checkpoint(conn: sqlite3.Connection) -> sqlite3.Connection:
 
 class BackgroundCheckpoint:
     """Copies the WAL of the database at ``path`` back into it, in a thread, once it has grown
-    past ``limit`` bytes.  :meth:`committed` is what a writer calls after a commit: a
-    ``stat`` of the log, and a wake-up when it is due."""
+    past ``limit`` bytes, at most once per ``every`` seconds.  :meth:`committed` is what a
+    writer calls after a commit: a ``stat`` of the log, and a wake-up when it is due."""
 
-    def __init__(self, path: str | os.PathLike[str], *, limit: int = WAL_CHECKPOINT_BYTES) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        limit: int = WAL_CHECKPOINT_BYTES,
+        every: float = CHECKPOINT_EVERY,
+        hold: AbstractContextManager[object] | None = None,
+    ) -> None:
         self.path = Path(path)
         self._wal = Path(f"{self.path}-wal")
         self.limit = limit
+        self.every = every
+        #: the writer's lock (in this process), held by a checkpoint of a log past HOLD_PAST
+        self.hold = hold
         self._due = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -58,11 +84,7 @@ class BackgroundCheckpoint:
 
     def committed(self) -> None:
         """A writer committed: wake the thread when the log is past the limit."""
-        try:
-            size = self._wal.stat().st_size
-        except OSError:
-            return
-        if size < self.limit:
+        if self._log_size() < self.limit:
             return
         self._due.set()
         with self._lock:
@@ -100,5 +122,15 @@ class BackgroundCheckpoint:
                         return
                 continue
             self._due.clear()
-            if not self.checkpoint():
-                time.sleep(_RETRY_AFTER)
+            if self.hold is not None and self._log_size() >= HOLD_PAST * self.limit:
+                with self.hold:
+                    self.checkpoint()
+            else:
+                self.checkpoint()
+            time.sleep(self.every)
+
+    def _log_size(self) -> int:
+        try:
+            return self._wal.stat().st_size
+        except OSError:
+            return 0
