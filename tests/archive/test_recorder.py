@@ -66,3 +66,32 @@ def test_a_spool_that_cannot_be_written_is_noted_and_nothing_is_handed_over(tmp_
     with pytest.raises(OSError):
         rec.finish(200, "OK", [])
     assert put.responses == []
+
+
+def test_a_small_body_never_touches_the_spool_folder(tmp_path):
+    """Kept as its chunks in memory: a folder that cannot take a file does not matter."""
+    put = NotedPut()
+    rec = Recorder(put, tmp_path / "missing")
+    rec.write(b"small ")
+    rec.write(bytearray(b"page"))  # a buffer the caller may reuse is copied
+    assert rec.failed is None
+    rec.finish(200, "OK", [])
+    ((response, body),) = put.responses
+    assert isinstance(response.body, bytes)
+    assert body == b"small page"
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_a_body_spools_to_a_file_from_the_byte_past_the_memory_limit(tmp_path, monkeypatch, extra):
+    monkeypatch.setattr(recorder_module, "_SPOOL_MEMORY", 10)
+    put = NotedPut()
+    rec = Recorder(put, tmp_path)
+    chunks = [b"abcd", b"efgh", b"ij", b"k" * extra, b"lmn" * extra]
+    for chunk in chunks:
+        rec.write(chunk)
+    rec.finish(200, "OK", [])
+    ((response, body),) = put.responses
+    assert body == b"".join(chunks)
+    assert isinstance(response.body, bytes) == (extra == 0)
+    if extra:
+        assert response.body.closed  # the spool's file, closed once put
