@@ -7,6 +7,7 @@ from __future__ import annotations
 import stat
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -298,3 +299,56 @@ def test_a_second_connection_keeps_the_first_ones_locks(tmp_path):
     subprocess.run([sys.executable, "-c", other, str(catalog.path)], check=True, timeout=60)
     assert catalog.log_path.exists()  # it did not take itself for the last connection
     assert catalog.totals()[:2] == (3, 8)
+
+
+def test_a_read_waits_for_the_changes_another_thread_is_applying(tmp_path, monkeypatch):
+    """Changes that left the queue for another thread's transaction are this process's too: a
+    page read meanwhile waits for them (it used to read without them, and the host list
+    showed 100 hosts of "page 1 of 2" out of 250)."""
+    monkeypatch.setattr(catalog_module, "_FLUSH_AFTER", 600.0)  # applied when the test says
+    store = Store(tmp_path / "cache")
+    store.open_catalog()
+    catalog = store.catalog
+    record(store, "http://a.example/p", b"one", T0)
+    catalog.flush()
+    record(store, "http://b.example/q", b"two", T0)
+    entered, release = threading.Event(), threading.Event()
+    apply = catalog._apply  # noqa: SLF001
+
+    def slow_apply(items):
+        entered.set()
+        release.wait(10)
+        apply(items)
+
+    monkeypatch.setattr(catalog, "_apply", slow_apply)
+    applying = threading.Thread(target=catalog.flush)
+    applying.start()
+    assert entered.wait(10)
+    assert not catalog._queue  # noqa: SLF001 (taken: being applied)
+    read: list[int] = []
+    reader = threading.Thread(target=lambda: read.append(catalog.totals().hosts))
+    reader.start()
+    time.sleep(0.3)  # (a read that does not wait has read by now)
+    release.set()
+    reader.join(10)
+    applying.join(10)
+    assert read == [2]
+
+
+def test_reads_in_a_snapshot_see_one_state(tmp_path, monkeypatch):
+    """A page's totals and rows are read in one snapshot: what another process applies in
+    between shows on the next page, not half on this one."""
+    monkeypatch.setattr(catalog_module, "_FLUSH_AFTER", 600.0)
+    store = Store(tmp_path / "cache")
+    store.open_catalog()
+    record(store, "http://a.example/p", b"one", T0)
+    store.catalog.flush()
+    other = Store(tmp_path / "cache")  # another process's store of the same cache
+    other.open_catalog()
+    with store.catalog.snapshot():
+        totals = store.catalog.totals()
+        record(other, "http://b.example/q", b"two", T0)
+        other.catalog.flush()
+        hosts = store.catalog.hosts(count=100)
+    assert totals.hosts == len(hosts) == 1
+    assert store.catalog.totals().hosts == len(store.catalog.hosts(count=100)) == 2

@@ -221,7 +221,8 @@ class Catalog:
         self.path = root / "index" / CATALOG_NAME
         self._lock_path = root / "index" / "catalog.lock"
         self._write_lock = threading.Lock()
-        self._read_lock = threading.Lock()
+        self._read_lock = threading.RLock()
+        self._reading = 0  # under the read lock: reads open in its thread (nested: snapshot)
         self._writer: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
         #: changes not yet applied (:meth:`flush`), and whether this process is marked in
@@ -311,18 +312,38 @@ class Catalog:
     @contextlib.contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """The reading connection, in one snapshot, with this process's changes applied (those
-        of other processes are at most :data:`_FLUSH_AFTER` seconds behind)."""
-        for catalog in list(_open):  # every store of this process on this cache
-            if catalog._queue and catalog.path == self.path:
-                catalog._flush_logged()  # (a page still shows, a little behind, on a full disk)
-        with self._read_lock:
+        of other processes are at most :data:`_FLUSH_AFTER` seconds behind).  A read inside
+        another of the same thread (:meth:`snapshot`) is part of that one's snapshot."""
+        with self._read_lock:  # (re-entered by a read inside a snapshot)
+            if self._reading:
+                assert self._reader is not None
+                self._reading += 1
+                try:
+                    yield self._reader
+                finally:
+                    self._reading -= 1
+                return
+            for catalog in list(_open):  # every store of this process on this cache
+                # what is queued, and what another thread is applying (its changes left the
+                # queue, and are not in yet): the page waits for them
+                if catalog.path == self.path and (catalog._queue or catalog._mark_lock.locked()):
+                    catalog._flush_logged()  # (a page still shows, a little behind, on a full disk)
             if self._reader is None:
                 self._reader = self._connect()
             self._reader.execute("BEGIN")  # one snapshot for the statements of a page
+            self._reading = 1
             try:
                 yield self._reader
             finally:
+                self._reading = 0
                 self._reader.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """The reads inside (in this thread) see the catalog as it was at its start: a page's
+        totals and its rows agree, whatever another thread or process applies meanwhile."""
+        with self._read():
+            yield
 
     def close(self) -> None:
         for lock, name in ((self._write_lock, "_writer"), (self._read_lock, "_reader")):

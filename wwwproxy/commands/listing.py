@@ -183,7 +183,8 @@ def list_hosts(root: Path | Store) -> list[HostInfo]:
     """Every host of the cache with its page count, bytes and last fetch, sorted by protocol
     and host."""
     catalog = _catalog(root)
-    return [HostInfo.of(row) for row in catalog.hosts(count=catalog.totals().hosts)]
+    with catalog.snapshot():  # (the count and the rows of one moment)
+        return [HostInfo.of(row) for row in catalog.hosts(count=catalog.totals().hosts)]
 
 
 def hosts_window(
@@ -199,9 +200,10 @@ def hosts_window(
     if sort not in HOST_SORTS:
         raise ValueError(f"sort must be one of {tuple(HOST_SORTS)}, not {sort!r}")
     catalog = _catalog(root)
-    totals = catalog.totals()
-    number, last, start = _window(totals.hosts, number, per)
-    rows = catalog.hosts(sort, descending=descending, start=start, count=per)
+    with catalog.snapshot():  # the totals and the page of hosts agree
+        totals = catalog.totals()
+        number, last, start = _window(totals.hosts, number, per)
+        rows = catalog.hosts(sort, descending=descending, start=start, count=per)
     return HostsWindow(totals, number, last, start, [HostInfo.of(row) for row in rows])
 
 
@@ -253,12 +255,19 @@ def host_window(
     if sort not in SORTS:
         raise ValueError(f"sort must be one of {SORTS}, not {sort!r}")
     catalog = _catalog(store)
-    found = catalog.host(proto, hostport)
-    total = found.pages if found is not None else 0
-    number, last, start = _window(total, number, per)
-    total, rows = catalog.pages(
-        proto, hostport, sort, descending=descending, keep_good=keep_good, start=start, count=per
-    )
+    with catalog.snapshot():  # the pager and the page of entries agree
+        found = catalog.host(proto, hostport)
+        total = found.pages if found is not None else 0
+        number, last, start = _window(total, number, per)
+        total, rows = catalog.pages(
+            proto,
+            hostport,
+            sort,
+            descending=descending,
+            keep_good=keep_good,
+            start=start,
+            count=per,
+        )
     shown = [PageInfo.of(row, keep_good) for row in rows]
     return HostWindow(total, _files(store, proto, hostport), number, last, start, shown)
 
@@ -271,8 +280,9 @@ def host_pages(
     2xx/3xx one; never a 304 or 206 recorded for a browser's own conditional or range
     request)."""
     catalog = _catalog(store)
-    found = catalog.host(proto, hostport)
-    if found is None:
-        return []
-    _, rows = catalog.pages(proto, hostport, keep_good=keep_good, count=found.pages)
+    with catalog.snapshot():
+        found = catalog.host(proto, hostport)
+        if found is None:
+            return []
+        _, rows = catalog.pages(proto, hostport, keep_good=keep_good, count=found.pages)
     return [PageInfo.of(row, keep_good) for row in rows]
