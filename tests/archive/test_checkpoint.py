@@ -18,6 +18,7 @@ from wwwproxy.url import canonicalize
 
 LIMIT = 256 * 1024
 EVERY = 0.02  # seconds between checkpoints at least (the proxy's: 1)
+ROWS = 800  # about 3 MB of rows, some 10 MB of log without checkpoints
 ROW = b"x" * 4000
 
 
@@ -67,13 +68,12 @@ def test_the_background_checkpoint_keeps_the_log_bounded(tmp_path, pause):
         largest = max(largest, wal_size(path))
         time.sleep(pause)
 
-    write_rows(conn, 2000, paced, lock)
+    write_rows(conn, ROWS, paced, lock)
     assert checkpoint.checkpoints >= 1
-    # copied back and started over, not 8 MB (nor the 25 MB of log a writer that never
-    # stops made without the hold)
+    # copied back and started over, not the 10 MB of log these rows make without the hold
     assert largest < (HOLD_PAST + 8) * LIMIT
     (count,) = sqlite3.connect(path).execute("SELECT count(*) FROM t").fetchone()
-    assert count == 2000
+    assert count == ROWS
     conn.close()
 
 
@@ -89,7 +89,7 @@ def test_a_log_copied_back_starts_over_small_and_is_not_copied_at_every_commit(t
         time.sleep(0.001)
 
     started = time.monotonic()
-    write_rows(conn, 2000, paced)  # about 8 MB of rows: some 32 logs' worth of LIMIT
+    write_rows(conn, ROWS, paced)  # about 3 MB of rows: a dozen logs' worth of LIMIT
     took = time.monotonic() - started
     assert 1 <= checkpoint.checkpoints <= took / EVERY + 2
     conn.close()
