@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from wwwproxy.proxy import server as server_module
-from wwwproxy.proxy.server import BodyBudget
+from wwwproxy.proxy import request_body as body_module
+from wwwproxy.proxy.request_body import BodyBudget
 
 
 async def test_concurrent_large_bodies_take_turns_within_the_room(make_proxy, origin):
@@ -85,7 +85,7 @@ async def test_concurrent_chunked_bodies_take_turns_too(make_proxy, origin, monk
     """A chunked body reserves a little and grows one body at a time, each step waiting for
     room: past the room there is at most the one body growing (chunked bodies once grew
     without waiting, and twelve 60 MiB ones held 788 MiB)."""
-    monkeypatch.setattr(server_module, "UNKNOWN_LENGTH_ROOM", 256 * 1024)
+    monkeypatch.setattr(body_module, "UNKNOWN_LENGTH_ROOM", 256 * 1024)
     proxy = await make_proxy()
     budget = proxy.running.server.bodies
     budget.limit = 8 * 1024 * 1024
@@ -124,7 +124,7 @@ async def test_growing_bodies_never_wait_for_each_other_for_ever(
 ):
     """BodyBudget alone (units of one step): chunked bodies read a step at a time, each
     growing as it must; all finish, and past the room only the one growing."""
-    monkeypatch.setattr(server_module, "UNKNOWN_LENGTH_ROOM", 1)
+    monkeypatch.setattr(body_module, "UNKNOWN_LENGTH_ROOM", 1)
     budget = BodyBudget(limit)
     over: list[int] = []
 

@@ -6,7 +6,10 @@ import html
 
 from aiohttp import web
 
-__all__ = ["page", "page_response"]
+from ..http.background import Answer
+from ..recording.upstream import UpstreamError
+
+__all__ = ["UNTRUSTED_HINT", "background_answer", "page", "page_response", "upstream_error_page"]
 
 _STYLE = (
     "body{font-family:system-ui,sans-serif;max-width:46em;margin:2em auto;padding:0 1em;"
@@ -53,4 +56,37 @@ def page_response(
         content_type="text/html",
         charset="utf-8",
         headers=hdrs,
+    )
+
+
+#: what the page for a server whose certificate does not verify adds: how to trust it
+UNTRUSTED_HINT = (
+    "If you trust this server (a test server with its own certificate, a company's "
+    "certificate authority), name a PEM file of its certificate or of the authority that "
+    "signed it in the configuration's <code>upstream_ca</code> (on the "
+    '<a href="/config/">configuration page</a>, or in the file and then '
+    "<code>wwwproxy reload</code>). <code>wwwproxy ca --test-cert HOST</code> makes such "
+    "a certificate for a local test server."
+)
+
+
+def background_answer(answer: Answer) -> web.Response:
+    """A connectivity check answered offline as "online, no portal"
+    (:mod:`wwwproxy.http.background`); never stored by the client (``X-Cache: BACKGROUND``)."""
+    headers = {"Cache-Control": "no-store", "X-Cache": "BACKGROUND"}
+    if answer.status == 204:
+        return web.Response(status=204, headers=headers)
+    return web.Response(
+        status=answer.status, body=answer.body, content_type=answer.content_type, headers=headers
+    )
+
+
+def upstream_error_page(exc: UpstreamError) -> web.Response:
+    title = "Gateway timeout" if exc.status == 504 else "Bad gateway"
+    return page_response(
+        exc.status,
+        title,
+        f"Could not fetch <code>{html.escape(exc.url)}</code>: {html.escape(exc.reason)}.",
+        *([UNTRUSTED_HINT] if exc.untrusted else []),
+        links=[("/control/", "Control page"), ("/outgoing/", "Outgoing queue")],
     )

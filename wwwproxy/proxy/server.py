@@ -15,7 +15,6 @@ import html
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from email.utils import format_datetime
 from typing import BinaryIO
 
 import aiohttp
@@ -25,9 +24,9 @@ from ..archive.errors import StoreError
 from ..archive.outgoing import QueuedRequest
 from ..archive.store import CachedEntry
 from ..fsutil import read_chunks
-from ..http.background import Answer, Refusal, queue_refusal
+from ..http.background import Refusal, queue_refusal
 from ..http.filters import EMPTY_GIF, Replacement, Treatment, replacement_for
-from ..http.headers import Headers, add_via, end_to_end, get_header, set_header
+from ..http.headers import end_to_end
 from ..http.modify_html import SCRIPTS_OFF_POLICY, modified_headers
 from ..http.policy import (
     CONDITIONAL_HEADERS,
@@ -36,23 +35,21 @@ from ..http.policy import (
     after_upstream_error,
     credential_check,
     is_good,
-    not_modified,
-    not_modified_headers,
     request_directives,
 )
 from ..http.ranges import upstream_range
-from ..recording.engine import PSEUDONYM, Exchange, decode_headers
+from ..recording.engine import PSEUDONYM, Exchange
 from ..recording.services import Services
 from ..recording.upstream import UpstreamError
-from ..recording.upstream_protocol import RawHeaders, reporting_interim
+from ..recording.upstream_protocol import reporting_interim
 from ..url import URL, InvalidURL, canonicalize, wire_target
 from ..url.requestkey import request_key
-from . import front
 from .accesslog import LOGGED_URL, AccessLog
-from .heads import closing_answer, interim_head
+from .heads import closing_answer
 from .intercept import Interceptor
-from .pages import page_response
+from .pages import background_answer, page_response, upstream_error_page
 from .ranged import write_pieces
+from .relay import BrowserSink, ForwardedResponse, send_continue
 from .replay import (
     allowed_address,
     cached_keys,
@@ -63,6 +60,7 @@ from .replay import (
     sendable_headers,
     url_rule,
 )
+from .request_body import MAX_REQUEST_BODY, BodyBudget, read_body
 from .tunnel import parse_connect_target, tunnel
 from .websocket import is_websocket, relay_websocket
 
@@ -71,9 +69,6 @@ __all__ = ["PSEUDONYM", "ProxyServer"]
 log = logging.getLogger("wwwproxy.proxy")
 
 CHUNK = 64 * 1024
-MAX_REQUEST_BODY = 64 * 1024 * 1024  # a request body is read whole: its archive key needs it
-REQUEST_BODIES_IN_MEMORY = 96 * 1024 * 1024  # all requests' bodies together (BodyBudget)
-UNKNOWN_LENGTH_ROOM = 1024 * 1024  # reserved for a chunked body, and each step it grows by
 _FETCHABLE = ("http", "https")
 # Request headers made anew for the upstream request: aiohttp writes Host and Content-Length,
 # and the body is already read whole, so a 100-continue expectation has been met (by aiohttp
@@ -236,7 +231,7 @@ class ProxyServer:
             )
         async with self.bodies.holding() as held:
             try:
-                body = await _read_body(request, held)
+                body = await read_body(request, held)
             except web.HTTPRequestEntityTooLarge:
                 return page_response(
                     413,
@@ -637,7 +632,7 @@ class ProxyServer:
             headers = ranges.apply(headers)
             if ranges.ranged:  # a 206 or 416 cut from the copy
                 status, reason = ranges.status, ranges.reason
-        response = _Forwarded(status=status, reason=reason)
+        response = ForwardedResponse(status=status, reason=reason)
         for name, value in sendable_headers(headers):
             response.headers.add(name, value)
         try:
@@ -693,171 +688,6 @@ class ProxyServer:
         return response
 
 
-class BrowserSink:
-    """The engine's :class:`~wwwproxy.recording.engine.Sink` for a browser's connection: the
-    origin's answer relayed with ``Via`` and ``X-Cache: MISS``, or a 304 when the browser's own
-    validators match it (the whole answer is still recorded); before it, the origin's interim
-    responses (:meth:`interim`)."""
-
-    def __init__(self, request: web.Request) -> None:
-        self.request = request
-        self.response: web.StreamResponse | None = None
-        self._swallow = False
-
-    async def start(
-        self,
-        status: int,
-        reason: str,
-        headers: Headers,
-        version: tuple[int, int],
-        *,
-        body_ready: bool = False,
-    ) -> bool:
-        request = self.request
-        out = add_via(end_to_end(headers), version, PSEUDONYM)
-        out = set_header(out, "X-Cache", "MISS")  # ours alone (see serve_cached)
-        if not_modified(request.method, request.headers.items(), status, headers):
-            status, reason, self._swallow = 304, "Not Modified", True
-            out = not_modified_headers(out) + [(n, v) for n, v in out if n in ("X-Cache", "Via")]
-        response = _Forwarded(status=status, reason=reason)
-        if body_ready:
-            # the head goes out with the first part of the body (or with its end): one write
-            # to the browser fewer (aiohttp's switch; without it, the head goes at once)
-            response._send_headers_immediately = False  # noqa: SLF001
-        for name, value in sendable_headers(out):
-            response.headers.add(name, value)
-        has_length = get_header(headers, "Content-Length") is not None
-        if not has_length and request.version < aiohttp.HttpVersion11:
-            response.force_close()
-        self.response = response
-        try:
-            await response.prepare(request)
-        except ConnectionError:
-            return False
-        return True
-
-    def interim(
-        self, status: int, reason: str, version: tuple[int, int], raw_headers: RawHeaders
-    ) -> None:
-        """Forward an interim (1xx) response of the origin, with ``Via`` (RFC 9110 §15.2: a
-        proxy forwards them, but never to an HTTP/1.0 client), while nothing of the answer has
-        been written.  It is not recorded: the archive holds the final answer only."""
-        request, transport = self.request, self.request.transport
-        if self.response is not None or request.version < aiohttp.HttpVersion11:
-            return
-        if transport is None or transport.is_closing():
-            return
-        headers = add_via(end_to_end(decode_headers(raw_headers)), version, PSEUDONYM)
-        transport.write(interim_head(status, reason, headers))
-
-    async def write(self, chunk: bytes) -> bool:
-        """Write to the browser; False once it has gone.  (A write waiting for a slow browser
-        that then leaves fails with a plain ConnectionError, not ConnectionResetError.)"""
-        if self._swallow:
-            return True
-        assert self.response is not None
-        try:
-            await self.response.write(chunk)
-        except ConnectionError:
-            return False
-        return True
-
-    async def end(self, complete: bool) -> None:
-        if not complete:
-            # a cut-off body must look cut off to the browser, never complete
-            if self.request.transport is not None:
-                self.request.transport.close()
-            return
-        assert self.response is not None
-        with contextlib.suppress(ConnectionError):
-            await self.response.write_eof()
-
-
-async def send_continue(request: web.Request) -> None:
-    """aiohttp's answer to ``Expect: 100-continue`` (417 for any other expectation), but a
-    browser gone before its ``100 Continue`` is no traceback: the request then finds its body
-    cut off, as for any browser that leaves."""
-    expect = request.headers.get("Expect", "")
-    if request.version != aiohttp.HttpVersion11:
-        return
-    if expect.lower() != "100-continue":
-        raise web.HTTPExpectationFailed(text=f"Unknown Expect: {expect}")
-    try:
-        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-    except ConnectionResetError:
-        return
-    request.writer.output_size = 0  # the answer's own size starts after it
-
-
-#: what the page for a server whose certificate does not verify adds: how to trust it
-UNTRUSTED_HINT = (
-    "If you trust this server (a test server with its own certificate, a company's "
-    "certificate authority), name a PEM file of its certificate or of the authority that "
-    "signed it in the configuration's <code>upstream_ca</code> (on the "
-    '<a href="/config/">configuration page</a>, or in the file and then '
-    "<code>wwwproxy reload</code>). <code>wwwproxy ca --test-cert HOST</code> makes such "
-    "a certificate for a local test server."
-)
-
-
-def background_answer(answer: Answer) -> web.Response:
-    """A connectivity check answered offline as "online, no portal"
-    (:mod:`wwwproxy.http.background`); never stored by the client (``X-Cache: BACKGROUND``)."""
-    headers = {"Cache-Control": "no-store", "X-Cache": "BACKGROUND"}
-    if answer.status == 204:
-        return web.Response(status=204, headers=headers)
-    return web.Response(
-        status=answer.status, body=answer.body, content_type=answer.content_type, headers=headers
-    )
-
-
-def upstream_error_page(exc: UpstreamError) -> web.Response:
-    title = "Gateway timeout" if exc.status == 504 else "Bad gateway"
-    return page_response(
-        exc.status,
-        title,
-        f"Could not fetch <code>{html.escape(exc.url)}</code>: {html.escape(exc.reason)}.",
-        *([UNTRUSTED_HINT] if exc.untrusted else []),
-        links=[("/control/", "Control page"), ("/outgoing/", "Outgoing queue")],
-    )
-
-
-class _Forwarded(web.StreamResponse):
-    """A response relayed or replayed with the origin's headers only: aiohttp's defaults for
-    a missing Content-Type (``application/octet-stream``, which would stop a browser from
-    sniffing the type as it would without the proxy) and Server are taken out again."""
-
-    async def _prepare_headers(self) -> None:
-        absent = [name for name in ("Content-Type", "Server") if name not in self.headers]
-        await super()._prepare_headers()
-        for name in absent:
-            self.headers.popall(name, None)
-
-
-async def _read_body(request: web.Request, held: BodyBudget.Held) -> bytes:
-    if not request.body_exists:
-        return b""
-    # the whole body's room first, waiting (reading none of it) while others use it: a
-    # request never waits holding part of the room, so uploads cannot starve each other
-    announced = request.content_length
-    await held.reserve(announced if announced is not None else UNKNOWN_LENGTH_ROOM)
-    chunks, size = [], 0
-    while True:
-        # a body that stops coming is given up (TimeoutError) after the header-read time,
-        # as a head is: a stalled upload must not hold a connection and its descriptor
-        chunk = await asyncio.wait_for(request.content.readany(), front.HEAD_TIMEOUT)
-        if not chunk:
-            break
-        size += len(chunk)
-        if size > MAX_REQUEST_BODY:
-            raise web.HTTPRequestEntityTooLarge(max_size=MAX_REQUEST_BODY, actual_size=size)
-        if size > held.bytes:  # a chunked body past its room: it waits its turn to grow
-            await held.grow_to(size)
-        chunks.append(chunk)
-    await held.read_whole()
-    return b"".join(chunks)
-
-
 def _framing_refusal(request: web.BaseRequest) -> web.Response | None:
     """A request whose framing cannot be trusted, refused before anything else: an HTTP
     version other than 1.0 and 1.1 (505; none at all: 400), or a Transfer-Encoding (even an
@@ -886,101 +716,6 @@ def _framing_refusal(request: web.BaseRequest) -> web.Response | None:
             400, "Bad request", "Both Transfer-Encoding and Content-Length: refused."
         )
     return None
-
-
-class BodyBudget:
-    """Room for request bodies in memory, shared by all requests (a body is read whole: its
-    archive key and a replay's match need all of it).
-
-    A request reserves its Content-Length (a chunked one :data:`UNKNOWN_LENGTH_ROOM`) before
-    reading any of it, and waits (TCP holds the sender back) until there is room; one alone
-    may use more than the room, up to :data:`MAX_REQUEST_BODY`.  A chunked body longer than
-    its reservation grows one body at a time, by that much at a time, each step waiting for
-    room; the one growing waits for no body that waits for its turn (else the room could be
-    full of them), so past the room there is only ever that one body.  Ten 60 MB uploads at
-    once so take turns instead of holding 1.5 GB, whatever their framing."""
-
-    class Held:
-        """What one request holds; given back when its exchange is done."""
-
-        def __init__(self, budget: BodyBudget) -> None:
-            self.budget = budget
-            self.bytes = 0
-
-        async def reserve(self, size: int) -> None:
-            """Wait for room for ``size`` bytes (or until nothing else is held)."""
-            await self.budget._take(size)
-            self.bytes += size
-
-        async def grow_to(self, size: int) -> None:
-            """Wait for room for ``size`` bytes in all, this body's turn to grow first."""
-            if size > self.bytes:
-                await self.budget._grow(self, max(size - self.bytes, UNKNOWN_LENGTH_ROOM))
-
-        async def read_whole(self) -> None:
-            """The body is read: the next one may grow."""
-            await self.budget._grown(self)
-
-        async def __aenter__(self) -> BodyBudget.Held:
-            return self
-
-        async def __aexit__(self, *exc: object) -> None:
-            await self.budget._give(self)
-
-    def __init__(self, limit: int = REQUEST_BODIES_IN_MEMORY) -> None:
-        self.limit = limit
-        self.used = 0
-        self.peak = 0  # the most held at once (tests, benchmarks)
-        self.growing: BodyBudget.Held | None = None  # the chunked body growing now
-        self.waiting = 0  # bytes held by bodies waiting for their turn to grow
-        self._changed = asyncio.Condition()
-
-    def holding(self) -> BodyBudget.Held:
-        return BodyBudget.Held(self)
-
-    async def _take(self, size: int) -> None:
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.used == 0 or self.used + size <= self.limit)
-            self._add(size)
-
-    async def _grow(self, held: BodyBudget.Held, size: int) -> None:
-        async with self._changed:
-            if self.growing is not held:
-                self.waiting += held.bytes
-                self._changed.notify_all()  # the body growing may wait for this one no more
-                try:
-                    await self._changed.wait_for(lambda: self.growing is None)
-                finally:
-                    self.waiting -= held.bytes
-                self.growing = held
-            await self._changed.wait_for(
-                lambda: self.used + size <= self.limit or self.used - held.bytes <= self.waiting
-            )
-            self._add(size)
-            held.bytes += size
-
-    def _add(self, size: int) -> None:
-        self.used += size
-        self.peak = max(self.peak, self.used)
-
-    async def _grown(self, held: BodyBudget.Held) -> None:
-        if self.growing is held:
-            async with self._changed:
-                self.growing = None
-                self._changed.notify_all()
-
-    async def _give(self, held: BodyBudget.Held) -> None:
-        if held.bytes or self.growing is held:
-            async with self._changed:
-                self.used -= held.bytes
-                held.bytes = 0
-                if self.growing is held:
-                    self.growing = None
-                self._changed.notify_all()
-
-
-def http_date(dt: datetime) -> str:
-    return format_datetime(dt.astimezone(UTC), usegmt=True)
 
 
 def _open_and_read(cached: CachedEntry) -> tuple[BinaryIO | None, bytes]:
